@@ -1,0 +1,204 @@
+"""The contract every attention method implements.
+
+Keeps timm's constructor and parameter names (``qkv``, ``proj``) so pretrained state dicts load,
+and owns what is shared by every method: projections, head splitting, the NeuTRENO term, masks,
+decoding caches and recording explicit maps for diagnostics. A method implements :meth:`attend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ..functional import attention_matrix, check_key_padding_mask, neutreno
+from ..optim import exclude_from_weight_decay
+from .cache import LayerCache
+from .context import AttentionContext, AttentionMaps
+
+__all__ = ["AttentionBase", "AttentionInputs", "merge_heads", "split_heads"]
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """``(B, N, h·d)`` -> ``(B, h, N, d)``."""
+    batch, length, width = x.shape
+    return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``(B, h, N, d)`` -> ``(B, N, h·d)``."""
+    batch, heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, heads * head_dim)
+
+
+@dataclass
+class AttentionInputs:
+    """What :meth:`AttentionBase.attend` may read besides q, k, v.
+
+    Attributes:
+        x: ``(B, N, D)`` the layer's input (normed in a pre-LN block).
+        residual: ``(B, N, D)`` the un-normed residual stream (``x`` in a post-LN block).
+        padding_mask: ``(B, S)`` bool over keys, True at real tokens (S = N without a cache).
+        attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)``, or None.
+        is_causal: whether the layer is causal.
+        context: the per-forward :class:`AttentionContext`.
+        cache: the layer's :class:`LayerCache` while decoding, else None.
+    """
+
+    x: Tensor
+    residual: Tensor
+    padding_mask: Tensor | None
+    attn_mask: Tensor | None
+    is_causal: bool
+    context: AttentionContext
+    cache: LayerCache | None
+
+
+class AttentionBase(nn.Module):
+    """Multi-head attention with a pluggable filter.
+
+    Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection.
+        attn_drop: dropout on attention probabilities (methods that cannot drop probabilities
+            apply it to their filtered output, and say so).
+        proj_drop: dropout after the output projection.
+        causal: whether the layer is causal; methods with ``supports_causal = False`` raise.
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
+    """
+
+    #: whether the method can run causally (with masks and a decoding cache).
+    supports_causal: ClassVar[bool] = True
+    #: the registry name, set by :func:`~filterformer.attention.register_attention`.
+    method: ClassVar[str] = "base"
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
+    ) -> None:
+        super().__init__()
+        if num_heads < 1 or dim % num_heads:
+            raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
+        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name} must be in [0, 1); got {p}")
+        if causal and not self.supports_causal:
+            raise ValueError(
+                f"attention {self.method!r} is non-causal only; use a causal method such as "
+                "'softmax' or 'gfsa' for causal models"
+            )
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5
+        self.causal = causal
+        self.attn_drop = attn_drop
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+        if neutreno_learnable:
+            lam = nn.Parameter(torch.full((num_heads,), float(neutreno_lambda)))
+            self.neutreno_lambda = exclude_from_weight_decay(lam)
+        else:
+            self.neutreno_lambda = float(neutreno_lambda)
+
+    @property
+    def uses_neutreno(self) -> bool:
+        return isinstance(self.neutreno_lambda, Tensor) or self.neutreno_lambda != 0.0
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(B, N, D)`` -> q, k, v, each ``(B, h, N, d)``."""
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return tuple(split_heads(t, self.num_heads) for t in (q, k, v))
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+        """The method: ``(B, h, N, d)`` per-head outputs before the output projection.
+
+        ``q`` covers the positions being computed; ``k`` and ``v`` cover every key (the cached
+        past ones too while decoding).
+        """
+        raise NotImplementedError
+
+    def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
+        """The explicit ``Ā`` and the operator applied to V, ``(B, h, N, N)`` each.
+
+        Softmax attention by default; methods with another filter override it.
+        """
+        attn = self._explicit_attention(q, k, inputs)
+        return AttentionMaps(attention=attn, filter=attn)
+
+    def _explicit_attention(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> Tensor:
+        return attention_matrix(
+            q, k, attn_mask=inputs.attn_mask, key_padding_mask=inputs.padding_mask,
+            is_causal=inputs.is_causal, scale=self.scale,
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        attn_mask: Tensor | None = None,
+        *,
+        padding_mask: Tensor | None = None,
+        context: AttentionContext | None = None,
+        cache: LayerCache | None = None,
+        residual: Tensor | None = None,
+    ) -> Tensor:
+        """Attend.
+
+        Args:
+            x: ``(B, N, D)`` input.
+            attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument).
+            padding_mask: ``(B, S)`` bool, True at real tokens; with a cache S covers the past.
+            context: the per-forward context (NeuTRENO's V⁰, aux losses, recorded maps); a fresh
+                one when None, which makes this layer the first.
+            cache: this layer's decoding cache (causal layers only).
+            residual: the un-normed residual stream, for methods that read it; ``x`` when None.
+
+        Returns:
+            ``(B, N, D)``.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, N, {self.dim}); got {tuple(x.shape)}")
+        if cache is not None and not self.causal:
+            raise ValueError("a decoding cache needs a causal attention layer (causal=True)")
+        context = AttentionContext() if context is None else context
+        q, k, v = self.project_qkv(x)
+        keys, values = (k, v) if cache is None else cache.append_kv(k, v)
+        if padding_mask is not None:
+            check_key_padding_mask(padding_mask, x.shape[0], keys.shape[-2])
+        inputs = AttentionInputs(
+            x=x,
+            residual=x if residual is None else residual,
+            padding_mask=padding_mask,
+            attn_mask=attn_mask,
+            is_causal=self.causal,
+            context=context,
+            cache=cache,
+        )
+        out = self.attend(q, keys, values, inputs)
+        if context.first_values is None:
+            context.first_values = v
+        elif self.uses_neutreno:
+            out = neutreno(out, v, context.first_values, self.neutreno_lambda)
+        if context.output_attentions:
+            context.attention_maps.append(self.filter_matrix(q, keys, inputs))
+        return self.proj_drop(self.proj(merge_heads(out)))
+
+    def extra_repr(self) -> str:
+        text = f"dim={self.dim}, num_heads={self.num_heads}, causal={self.causal}"
+        if self.uses_neutreno:
+            lam = self.neutreno_lambda
+            text += f", neutreno_lambda={lam if isinstance(lam, float) else 'learnable'}"
+        return text

@@ -1,0 +1,57 @@
+"""State shared by the attention layers of one forward pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+__all__ = ["AttentionContext", "AttentionMaps"]
+
+
+@dataclass
+class AttentionMaps:
+    """Explicit N×N matrices of one layer, recorded on request for diagnostics (small N only).
+
+    Attributes:
+        attention: ``(B, h, N, N)`` the attention matrix ``Ā`` (for linear methods, the matrix
+            their factors would form).
+        filter: ``(B, h, N, N)`` the operator the layer applies to V: ``Ā`` for softmax, ``H̃``
+            for GFSA, ``(U⊙G)Vsᵀ`` for AGF.
+    """
+
+    attention: Tensor
+    filter: Tensor
+
+
+@dataclass
+class AttentionContext:
+    """Per-forward state, made by the model and handed to every attention layer.
+
+    Attributes:
+        first_values: NeuTRENO's V⁰, ``(B, h, N, d)``: the values of the first attention layer of
+            this pass at the positions being computed. Set by that layer.
+        output_attentions: whether layers record :class:`AttentionMaps`.
+        attention_maps: the recorded maps, one per attention layer in order.
+        aux_losses: auxiliary losses by name, as ``(weight, [values])``.
+    """
+
+    first_values: Tensor | None = None
+    output_attentions: bool = False
+    attention_maps: list[AttentionMaps] = field(default_factory=list)
+    aux_losses: dict[str, tuple[float, list[Tensor]]] = field(default_factory=dict)
+
+    def add_aux_loss(self, name: str, value: Tensor, weight: float) -> None:
+        """Record a layer's auxiliary loss; same-name losses are averaged, then weighted."""
+        entry = self.aux_losses.setdefault(name, (weight, []))
+        if entry[0] != weight:
+            raise ValueError(f"aux loss {name!r} was added with weights {entry[0]} and {weight}")
+        entry[1].append(value)
+
+    def aux_loss(self) -> Tensor | None:
+        """``Σ_name weight · mean(values)``, or None when no layer added one."""
+        if not self.aux_losses:
+            return None
+        terms = [weight * torch.stack(values).mean() for weight, values in self.aux_losses.values()]
+        return torch.stack(terms).sum()

@@ -1,0 +1,130 @@
+"""GFSA: graph-filter self-attention (Choi et al., NeurIPS 2024; METHODS.md §1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..functional import (
+    GFSA_BASES,
+    attention_powers,
+    efficient_attention_powers,
+    efficient_feature_maps,
+    gfsa_combine,
+    gfsa_filter,
+)
+from ..functional.gfsa import check_order
+from ..optim import exclude_from_weight_decay
+from .base import AttentionBase, AttentionInputs
+from .context import AttentionMaps
+from .registry import register_attention
+
+__all__ = ["GFSA_COEFFICIENTS", "GraphFilterAttention"]
+
+#: The filter's coefficients and their initial values (GFSA == plain attention at init).
+GFSA_COEFFICIENTS = {"w0": 0.0, "w1": 1.0, "wK": 0.0}
+
+
+@register_attention("gfsa")
+class GraphFilterAttention(AttentionBase):
+    """Attention as the learned graph filter ``H̃ = w0·I + w1·Ā + wK·(Ā + (K−1)(Ā² − Ā))``.
+
+    Per head, ``w0, w1, wK`` start at 0, 1, 0, so the layer equals its base attention at init.
+    The default path makes two fused attention calls (``Y1 = ĀV``, ``Y2 = ĀY1``) and never forms
+    an N×N matrix. Attention dropout cannot be shared by two fused calls, so ``attn_drop`` is
+    applied to the filtered output instead.
+
+    Args:
+        K: the filter order (≥ 2) approximated by the Taylor stand-in for ``Ā^K``.
+        learn: which of ``"w0"``, ``"w1"``, ``"wK"`` are learned; the others are fixed buffers
+            (the reference implementation learns only ``wK``).
+        exact_power: use the true ``Ā^K V`` (K chained calls) instead of the Taylor stand-in.
+        base: ``"softmax"`` or ``"efficient"`` (Efficient Attention, linear in N, non-causal).
+        (other arguments as :class:`AttentionBase`)
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        K: int = 3,
+        learn: Iterable[str] = ("w0", "w1", "wK"),
+        exact_power: bool = False,
+        base: str = "softmax",
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
+    ) -> None:
+        if base not in GFSA_BASES:
+            raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
+        if base == "efficient" and causal:
+            raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
+        learn = (learn,) if isinstance(learn, str) else tuple(learn)
+        unknown = set(learn) - set(GFSA_COEFFICIENTS)
+        if unknown:
+            raise ValueError(
+                f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; "
+                f"got {sorted(unknown)}"
+            )
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
+        self.K = check_order(K)
+        self.exact_power = exact_power
+        self.base = base
+        self.learn = learn
+        for name, value in GFSA_COEFFICIENTS.items():
+            init = torch.full((num_heads,), value)
+            if name in learn:
+                self.register_parameter(name, exclude_from_weight_decay(torch.nn.Parameter(init)))
+            else:
+                self.register_buffer(name, init)
+
+    @property
+    def num_powers(self) -> int:
+        return self.K if self.exact_power else 2
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+        if self.base == "efficient":
+            if inputs.attn_mask is not None:
+                raise ValueError("base='efficient' takes a padding_mask, not an attn_mask")
+            powers = efficient_attention_powers(q, k, v, self.num_powers, inputs.padding_mask)
+        else:
+            cache = inputs.cache
+            extend = None if cache is None else (lambda n, y: cache.append_signal(f"power{n}", y))
+            powers = attention_powers(
+                q, k, v, self.num_powers, attn_mask=inputs.attn_mask,
+                key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
+                scale=self.scale, extend=extend,
+            )
+        values = v[..., v.shape[-2] - q.shape[-2] :, :]
+        out = gfsa_combine(
+            values, powers[0], powers[-1], self.w0, self.w1, self.wK, K=self.K,
+            exact_power=self.exact_power,
+        )
+        return F.dropout(out, self.attn_drop, self.training)
+
+    def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
+        if self.base == "efficient":
+            rho_q, rho_k = efficient_feature_maps(q, k, inputs.padding_mask)
+            attn = rho_q @ rho_k.transpose(-1, -2)
+        else:
+            attn = self._explicit_attention(q, k, inputs)
+        filt = gfsa_filter(
+            attn, self.w0, self.w1, self.wK, K=self.K, exact_power=self.exact_power
+        )
+        return AttentionMaps(attention=attn, filter=filt)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, K={self.K}, learn={self.learn}, "
+            f"exact_power={self.exact_power}, base={self.base!r}"
+        )

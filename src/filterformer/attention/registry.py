@@ -1,0 +1,77 @@
+"""Attention methods by name: one option selects a method anywhere in the package."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from .base import AttentionBase
+
+__all__ = [
+    "ATTENTION_REGISTRY",
+    "attention_names",
+    "attention_options",
+    "build_attention",
+    "get_attention_class",
+    "register_attention",
+]
+
+ATTENTION_REGISTRY: dict[str, type[AttentionBase]] = {}
+
+
+def register_attention(name: str) -> Callable[[type[AttentionBase]], type[AttentionBase]]:
+    """Class decorator registering an :class:`AttentionBase` subclass under ``name``."""
+
+    def decorator(cls: type[AttentionBase]) -> type[AttentionBase]:
+        if not issubclass(cls, AttentionBase):
+            raise TypeError(f"{cls.__name__} must subclass AttentionBase")
+        if name in ATTENTION_REGISTRY and ATTENTION_REGISTRY[name] is not cls:
+            raise ValueError(f"attention {name!r} is already registered")
+        cls.method = name
+        ATTENTION_REGISTRY[name] = cls
+        return cls
+
+    return decorator
+
+
+def attention_names() -> tuple[str, ...]:
+    """The registered method names, sorted."""
+    return tuple(sorted(ATTENTION_REGISTRY))
+
+
+def get_attention_class(name: str) -> type[AttentionBase]:
+    """The class registered under ``name``; ValueError listing the valid names otherwise."""
+    try:
+        return ATTENTION_REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown attention {name!r}; valid choices: {', '.join(attention_names())}"
+        ) from None
+
+
+def build_attention(name: str, dim: int, num_heads: int, **options: Any) -> AttentionBase:
+    """Build the attention method ``name``; unknown options raise ValueError naming them."""
+    cls = get_attention_class(name)
+    valid = attention_options(cls)
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(map(repr, unknown))} for attention {name!r}; "
+            f"valid options: {', '.join(valid)}"
+        )
+    return cls(dim, num_heads, **options)
+
+
+def attention_options(cls: type[AttentionBase]) -> tuple[str, ...]:
+    """Keyword options a method's constructor takes besides ``dim`` and ``num_heads``."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if not (isinstance(klass, type) and issubclass(klass, AttentionBase)):
+            continue
+        for param in inspect.signature(klass.__init__).parameters.values():
+            if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+                continue
+            if param.name not in ("self", "dim", "num_heads") and param.name not in names:
+                names.append(param.name)
+    return tuple(names)

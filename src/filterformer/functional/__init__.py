@@ -1,0 +1,73 @@
+"""Pure attention kernels: functions of tensors, no parameters.
+
+Shapes follow :func:`torch.nn.functional.scaled_dot_product_attention`: q, k, v are
+``(B, heads, N, head_dim)``.
+"""
+
+from .agf import agf, agf_attend, agf_coefficients, agf_filter, agf_orthogonality, agf_response
+from .attention import attend, attention_matrix
+from .efficient import efficient_attention, efficient_feature_maps
+from .gfsa import (
+    GFSA_BASES,
+    attention_powers,
+    efficient_attention_powers,
+    gfsa,
+    gfsa_combine,
+    gfsa_filter,
+    gfsa_response,
+)
+from .masks import causal_mask, check_key_padding_mask, check_qkv, sdpa_mask
+from .neutreno import neutreno
+from .polynomials import (
+    POLYNOMIAL_BASES,
+    chebyshev_basis,
+    jacobi_basis,
+    legendre_basis,
+    monomial_basis,
+    polynomial_basis,
+)
+from .sampling import (
+    SAMPLING_MODES,
+    differentiable_topk,
+    gumbel_noise,
+    sampling_mixture,
+    topk_gather,
+    topk_split,
+)
+
+__all__ = [
+    "GFSA_BASES",
+    "POLYNOMIAL_BASES",
+    "SAMPLING_MODES",
+    "agf",
+    "agf_attend",
+    "agf_coefficients",
+    "agf_filter",
+    "agf_orthogonality",
+    "agf_response",
+    "attend",
+    "attention_matrix",
+    "attention_powers",
+    "causal_mask",
+    "chebyshev_basis",
+    "check_key_padding_mask",
+    "check_qkv",
+    "differentiable_topk",
+    "efficient_attention",
+    "efficient_attention_powers",
+    "efficient_feature_maps",
+    "gfsa",
+    "gfsa_combine",
+    "gfsa_filter",
+    "gfsa_response",
+    "gumbel_noise",
+    "jacobi_basis",
+    "legendre_basis",
+    "monomial_basis",
+    "neutreno",
+    "polynomial_basis",
+    "sampling_mixture",
+    "sdpa_mask",
+    "topk_gather",
+    "topk_split",
+]

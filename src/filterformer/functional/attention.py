@@ -1,0 +1,107 @@
+"""Scaled dot-product attention with explicit mask handling.
+
+The single entry point through which every softmax-based kernel of the package attends, so that
+mask semantics (padding, causal, decoding offsets, rows that see no key) live in one place.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .masks import check_qkv, revive_dead_rows, sdpa_mask
+
+__all__ = ["attend", "attention_matrix"]
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> Tensor:
+    """Softmax attention ``Ā V`` through the fused SDPA kernel; never materialises ``Ā``.
+
+    Args:
+        q: ``(B, h, L, d)`` queries.
+        k: ``(B, h, S, d)`` keys.
+        v: ``(B, h, S, d_v)`` values.
+        attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``.
+        key_padding_mask: ``(B, S)`` bool, True at real tokens.
+        is_causal: causal masking, aligned bottom-right when ``L < S`` (decoding with a cache).
+        dropout_p: dropout on the attention probabilities.
+        scale: score scale; ``1/sqrt(d)`` when None.
+
+    Returns:
+        ``(B, h, L, d_v)``. Rows in which every key is masked are exactly 0 (never NaN).
+    """
+    check_qkv(q, k, v)
+    batch, heads, query_len, _ = q.shape
+    mask, is_causal = sdpa_mask(
+        batch=batch,
+        heads=heads,
+        query_len=query_len,
+        key_len=k.shape[-2],
+        dtype=q.dtype,
+        device=q.device,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+    )
+    dead = None
+    if mask is not None:
+        mask, dead = revive_dead_rows(mask)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+    )
+    if dead is not None:
+        out = out.masked_fill(dead, 0.0)
+    return out
+
+
+def attention_matrix(
+    q: Tensor,
+    k: Tensor,
+    *,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """The explicit row-stochastic ``Ā = softmax(QKᵀ·scale + mask)``, shape ``(B, h, L, S)``.
+
+    For diagnostics and references on small N: this allocates the full matrix. Rows in which
+    every key is masked are 0.
+    """
+    check_qkv(q, k, k)
+    batch, heads, query_len, head_dim = q.shape
+    mask, _ = sdpa_mask(
+        batch=batch,
+        heads=heads,
+        query_len=query_len,
+        key_len=k.shape[-2],
+        dtype=q.dtype,
+        device=q.device,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        explicit_causal=True,
+    )
+    scores = (q @ k.transpose(-1, -2)) * (head_dim**-0.5 if scale is None else scale)
+    dead = None
+    if mask is not None:
+        mask, dead = revive_dead_rows(mask)
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        else:
+            scores = scores + mask
+    attn = scores.softmax(dim=-1)
+    if dead is not None:
+        attn = attn.masked_fill(dead, 0.0)
+    return attn

@@ -1,0 +1,149 @@
+"""Attention masks: validation, combination and the rows that can see no key.
+
+Conventions follow :func:`torch.nn.functional.scaled_dot_product_attention`: a boolean mask is True
+where a query may attend to a key, a float mask is added to the scores. Key-padding masks are
+boolean ``(B, S)`` with True at real tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "causal_mask",
+    "check_key_padding_mask",
+    "check_qkv",
+    "combine_masks",
+    "key_padding_to_attn_mask",
+    "sdpa_mask",
+]
+
+
+def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    """Check that q, k, v are ``(B, h, L, d)``, ``(B, h, S, d)``, ``(B, h, S, d_v)``.
+
+    Raises:
+        ValueError: naming the argument whose rank or shape is wrong.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape (B, heads, N, head_dim); got rank {t.dim()}")
+    if q.shape[:2] != k.shape[:2] or k.shape[:2] != v.shape[:2]:
+        raise ValueError(
+            f"q, k, v must share batch and head sizes; got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must share head_dim; got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same length; got {k.shape[-2]} and {v.shape[-2]}")
+
+
+def check_key_padding_mask(mask: Tensor | None, batch: int, length: int) -> Tensor | None:
+    """Validate a ``(B, S)`` key-padding mask (True = real token) and return it as bool."""
+    if mask is None:
+        return None
+    if mask.dim() != 2 or mask.shape[0] != batch or mask.shape[1] != length:
+        raise ValueError(
+            f"padding mask must have shape (batch, seq_len) = ({batch}, {length}); "
+            f"got {tuple(mask.shape)}"
+        )
+    if mask.dtype != torch.bool:
+        raise ValueError(f"padding mask must be bool (True = real token); got {mask.dtype}")
+    return mask
+
+
+def key_padding_to_attn_mask(key_padding_mask: Tensor) -> Tensor:
+    """``(B, S)`` key-padding mask -> ``(B, 1, 1, S)`` boolean attention mask."""
+    return key_padding_mask[:, None, None, :]
+
+
+def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> Tensor:
+    """Boolean ``(L, S)`` causal mask aligned bottom-right.
+
+    Query i sits at absolute position ``S - L + i``, so a block of new queries decoded after a
+    cache of ``S - L`` past keys sees every past key and the new keys up to itself.
+    """
+    offset = key_len - query_len
+    rows = torch.arange(query_len, device=device)[:, None] + offset
+    return torch.arange(key_len, device=device)[None, :] <= rows
+
+
+def _check_attn_mask(attn_mask: Tensor, batch: int, heads: int, query_len: int, key_len: int):
+    target = (batch, heads, query_len, key_len)
+    if attn_mask.dim() > 4:
+        raise ValueError(f"attn_mask must broadcast to (B, h, L, S) = {target}; got rank > 4")
+    shape = (1,) * (4 - attn_mask.dim()) + tuple(attn_mask.shape)
+    if any(s not in (1, t) for s, t in zip(shape, target, strict=True)):
+        raise ValueError(
+            f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to (B, h, L, S) = "
+            f"{target}"
+        )
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise ValueError(f"attn_mask must be bool or floating point; got {attn_mask.dtype}")
+    return attn_mask.reshape(shape)
+
+
+def combine_masks(a: Tensor | None, b: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """Combine two SDPA-style masks: boolean AND, or additive sum if either is a float mask."""
+    if a is None or b is None:
+        return a if b is None else b
+    if a.dtype == torch.bool and b.dtype == torch.bool:
+        return a & b
+
+    def additive(m: Tensor) -> Tensor:
+        if m.dtype != torch.bool:
+            return m.to(dtype)
+        return torch.zeros((), dtype=dtype, device=m.device).masked_fill(~m, float("-inf"))
+
+    return additive(a) + additive(b)
+
+
+def sdpa_mask(
+    *,
+    batch: int,
+    heads: int,
+    query_len: int,
+    key_len: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
+    is_causal: bool = False,
+    explicit_causal: bool = False,
+) -> tuple[Tensor | None, bool]:
+    """Fold every mask into what SDPA takes: ``(attn_mask or None, is_causal)``.
+
+    A causal request alone on a square problem stays a flag (so fused kernels keep their fast
+    path); with other masks, with fewer queries than keys (decoding), or when
+    ``explicit_causal`` asks for it, it is materialised as a bottom-right aligned boolean mask.
+    """
+    if attn_mask is not None:
+        attn_mask = _check_attn_mask(attn_mask, batch, heads, query_len, key_len)
+    if key_padding_mask is not None:
+        key_padding_mask = check_key_padding_mask(key_padding_mask, batch, key_len)
+        attn_mask = combine_masks(key_padding_to_attn_mask(key_padding_mask), attn_mask, dtype)
+    if is_causal and (explicit_causal or attn_mask is not None or query_len != key_len):
+        attn_mask = combine_masks(causal_mask(query_len, key_len, device), attn_mask, dtype)
+        is_causal = False
+    return attn_mask, is_causal
+
+
+def dead_rows(attn_mask: Tensor) -> Tensor:
+    """Rows of a mask in which no key may be attended, shape ``(..., L, 1)``."""
+    if attn_mask.dtype == torch.bool:
+        return ~attn_mask.any(dim=-1, keepdim=True)
+    return torch.isneginf(attn_mask).all(dim=-1, keepdim=True)
+
+
+def revive_dead_rows(attn_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Open every key in rows that see none; return the new mask and those rows.
+
+    Softmax over an all-masked row is 0/0. Opening the row keeps the kernel finite (values and
+    gradients); the caller zeroes those rows' outputs, which also zeroes their gradients.
+    """
+    dead = dead_rows(attn_mask)
+    if attn_mask.dtype == torch.bool:
+        return attn_mask | dead, dead
+    return attn_mask.masked_fill(dead, 0.0), dead

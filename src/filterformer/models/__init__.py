@@ -1,0 +1,16 @@
+"""Models: the Transformer backbone, its configuration and task heads."""
+
+from .causal_lm import CausalLM, CausalLMOutput
+from .classifier import ClassifierOutput, SequenceClassifier
+from .config import TransformerConfig
+from .transformer import Transformer, TransformerOutput
+
+__all__ = [
+    "CausalLM",
+    "CausalLMOutput",
+    "ClassifierOutput",
+    "SequenceClassifier",
+    "Transformer",
+    "TransformerConfig",
+    "TransformerOutput",
+]

@@ -1,0 +1,141 @@
+"""Causal language modelling and generation with a decoding cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention import DecodingCache
+from .config import TransformerConfig
+from .transformer import Transformer
+
+__all__ = ["CausalLM", "CausalLMOutput"]
+
+
+@dataclass
+class CausalLMOutput:
+    """Attributes:
+    logits: ``(B, N, vocab_size)``.
+    loss: next-token cross-entropy (ignoring label -100) plus the auxiliary loss, given labels.
+    aux_loss: the backbone's auxiliary loss, or None.
+    cache: the updated decoding cache, when one was passed.
+    hidden_states: as :class:`~filterformer.models.TransformerOutput`.
+    """
+
+    logits: Tensor
+    loss: Tensor | None = None
+    aux_loss: Tensor | None = None
+    cache: DecodingCache | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+
+
+class CausalLM(nn.Module):
+    """A causal Transformer with a language-modelling head tied to the token embedding.
+
+    Decoding with a cache keeps each layer's keys and values, and what a method needs at past
+    positions besides them (GFSA: ``ĀV``). NeuTRENO's term is position-wise: at every step the
+    first layer recomputes V⁰ for exactly the new positions, so it needs nothing cached.
+
+    Args:
+        config: a causal :class:`TransformerConfig` with ``vocab_size``.
+        tie_weights: share the output projection with the token embedding.
+    """
+
+    def __init__(self, config: TransformerConfig, tie_weights: bool = True) -> None:
+        super().__init__()
+        if not config.causal:
+            raise ValueError("CausalLM needs TransformerConfig(causal=True)")
+        if config.vocab_size is None:
+            raise ValueError("CausalLM needs TransformerConfig(vocab_size=...)")
+        self.config = config
+        self.transformer = Transformer(config)
+        self.lm_head = nn.Linear(config.dim, config.vocab_size, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.transformer.embed.tokens.weight
+
+    def new_cache(self) -> DecodingCache:
+        """An empty decoding cache."""
+        return self.transformer.new_cache()
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        *,
+        padding_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+        cache: DecodingCache | None = None,
+        output_hidden_states: bool = False,
+    ) -> CausalLMOutput:
+        """Next-token logits.
+
+        Args:
+            input_ids: ``(B, N)``: the new positions when decoding with ``cache``.
+            padding_mask: ``(B, N)`` (``(B, past + N)`` with a cache), True at real tokens.
+            labels: ``(B, N)`` next-token targets aligned with ``input_ids`` (already shifted),
+                -100 where ignored.
+            cache: a decoding cache, updated in place.
+            output_hidden_states: return every layer's output.
+        """
+        out = self.transformer(
+            input_ids, padding_mask=padding_mask, cache=cache,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(out.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+            if out.aux_loss is not None:
+                loss = loss + out.aux_loss
+        return CausalLMOutput(
+            logits=logits, loss=loss, aux_loss=out.aux_loss, cache=out.cache,
+            hidden_states=out.hidden_states,
+        )
+
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        *,
+        do_sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        use_cache: bool = True,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Continue ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens -> ``(B, T + new)``.
+
+        Greedy unless ``do_sample``; ``use_cache=False`` recomputes the whole prefix every step
+        (same result, for checking).
+        """
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}")
+        if do_sample and temperature <= 0:
+            raise ValueError(f"temperature must be positive when sampling; got {temperature}")
+        cache = self.new_cache() if use_cache else None
+        tokens, step_input = input_ids, input_ids
+        for _ in range(max_new_tokens):
+            logits = self(step_input, cache=cache).logits[:, -1]
+            next_token = self._choose(logits, do_sample, temperature, top_k, generator)
+            tokens = torch.cat([tokens, next_token], dim=1)
+            step_input = next_token if use_cache else tokens
+        return tokens
+
+    @staticmethod
+    def _choose(
+        logits: Tensor,
+        do_sample: bool,
+        temperature: float,
+        top_k: int | None,
+        generator: torch.Generator | None,
+    ) -> Tensor:
+        if not do_sample:
+            return logits.argmax(dim=-1, keepdim=True)
+        logits = logits / temperature
+        if top_k is not None:
+            kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)

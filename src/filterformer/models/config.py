@@ -1,0 +1,123 @@
+"""The configuration of a :class:`~filterformer.models.Transformer`."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..attention import get_attention_class
+from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
+
+__all__ = ["TransformerConfig"]
+
+
+@dataclass
+class TransformerConfig:
+    """Everything that shapes a Transformer; one dataclass, checked on construction.
+
+    Attributes:
+        dim: model width D.
+        depth: number of blocks L.
+        num_heads: attention heads h (D divisible by h).
+        mlp_ratio: MLP inner width over D.
+        dropout: dropout in embeddings, MLPs and after attention projections.
+        attn_dropout: dropout on attention probabilities.
+        qkv_bias: bias on the q/k/v projection.
+        norm: ``"pre"`` or ``"post"`` LayerNorm.
+        norm_eps: LayerNorm epsilon.
+        causal: causal (decoder) or bidirectional (encoder).
+        attention: the attention method (a registry name: ``softmax``, ``gfsa``, ``agf``, …).
+        attention_options: keyword options of that method (e.g. ``{"K": 3}`` for GFSA).
+        attention_layers: 0-based indices of the blocks that use ``attention``; the others use
+            softmax. None means every block (GFSA's "even-numbered layers" are ``(1, 3, 5, …)``).
+        neutreno_lambda: NeuTRENO's λ on every attention layer (0 disables it).
+        neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
+        fusion: fuse every layer's output before the head: None, ``concat``, ``max`` or ``gate``.
+        fusion_include_embeddings: also fuse the embedding output H_0.
+        vocab_size: token vocabulary, for ``input_ids`` inputs.
+        input_dim: features per token, for continuous ``inputs``.
+        max_len: the longest sequence.
+        position: ``"learned"``, ``"sinusoidal"`` or ``"none"`` positional encoding.
+    """
+
+    dim: int = 128
+    depth: int = 4
+    num_heads: int = 4
+    mlp_ratio: float = 4.0
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    qkv_bias: bool = True
+    norm: str = "pre"
+    norm_eps: float = 1e-5
+    causal: bool = False
+    attention: str = "softmax"
+    attention_options: dict[str, Any] = field(default_factory=dict)
+    attention_layers: tuple[int, ...] | None = None
+    neutreno_lambda: float = 0.0
+    neutreno_learnable: bool = False
+    fusion: str | None = None
+    fusion_include_embeddings: bool = False
+    vocab_size: int | None = None
+    input_dim: int | None = None
+    max_len: int = 512
+    position: str = "learned"
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "depth", "num_heads", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+        if self.dim % self.num_heads:
+            raise ValueError(f"dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
+        for name in ("dropout", "attn_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1); got {getattr(self, name)}")
+        if self.mlp_ratio <= 0:
+            raise ValueError(f"mlp_ratio must be positive; got {self.mlp_ratio}")
+        _check_choice("norm", self.norm, NORM_POSITIONS)
+        _check_choice("position", self.position, POSITIONS)
+        if self.fusion is not None:
+            _check_choice("fusion", self.fusion, FUSION_MODES)
+        get_attention_class(self.attention)  # raises with the valid names
+        if self.attention_layers is not None:
+            layers = tuple(int(i) for i in self.attention_layers)
+            bad = [i for i in layers if not 0 <= i < self.depth]
+            if bad:
+                raise ValueError(
+                    f"attention_layers must be 0-based indices in 0..{self.depth - 1}; got {bad}"
+                )
+            self.attention_layers = layers
+        for name in ("vocab_size", "input_dim"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None; got {value!r}")
+        self.attention_options = dict(self.attention_options)
+
+    def layer_attention(self, index: int) -> tuple[str, dict[str, Any]]:
+        """The attention method and options of block ``index``."""
+        if self.attention_layers is None or index in self.attention_layers:
+            return self.attention, self.attention_options
+        return "softmax", {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for checkpoints and config files)."""
+        data = dataclasses.asdict(self)
+        if data["attention_layers"] is not None:
+            data["attention_layers"] = list(data["attention_layers"])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
+        """Inverse of :meth:`to_dict`; unknown keys raise ValueError listing the valid ones."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown TransformerConfig field(s) {unknown}; valid: {valid}")
+        return cls(**data)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
+

@@ -1,0 +1,100 @@
+"""Input embeddings: token ids or continuous features, plus positions."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["POSITIONS", "InputEmbedding", "sinusoidal_positions"]
+
+POSITIONS = ("learned", "sinusoidal", "none")
+
+
+def sinusoidal_positions(length: int, dim: int) -> Tensor:
+    """The fixed sin/cos table of Vaswani et al., ``(length, dim)``."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(position * freq)
+    table[:, 1::2] = torch.cos(position * freq[: dim // 2])
+    return table
+
+
+class InputEmbedding(nn.Module):
+    """Embed ``input_ids`` ``(B, N)``, ``inputs`` ``(B, N, F)`` or ready ``inputs_embeds``.
+
+    Args:
+        dim: width D.
+        vocab_size: token vocabulary (enables ``input_ids``).
+        input_dim: features per token (enables ``inputs`` through a linear map).
+        max_len: the longest sequence (positions ``0..max_len-1``).
+        position: ``"learned"``, ``"sinusoidal"`` or ``"none"``.
+        dropout: dropout on the sum.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        vocab_size: int | None = None,
+        input_dim: int | None = None,
+        max_len: int = 512,
+        position: str = "learned",
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}; got {position!r}")
+        self.max_len = max_len
+        self.tokens = nn.Embedding(vocab_size, dim) if vocab_size else None
+        self.features = nn.Linear(input_dim, dim) if input_dim else None
+        self.position = position
+        if position == "learned":
+            self.positions = nn.Embedding(max_len, dim)
+            nn.init.normal_(self.positions.weight, std=0.02)
+        elif position == "sinusoidal":
+            self.register_buffer("positions", sinusoidal_positions(max_len, dim), persistent=False)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        *,
+        inputs: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
+        offset: int = 0,
+    ) -> Tensor:
+        """Exactly one of the three inputs; ``offset`` is the first position (decoding)."""
+        given = [name for name, t in (("input_ids", input_ids), ("inputs", inputs),
+                                      ("inputs_embeds", inputs_embeds)) if t is not None]
+        if len(given) != 1:
+            raise ValueError(f"pass exactly one of input_ids, inputs, inputs_embeds; got {given}")
+        if input_ids is not None:
+            if self.tokens is None:
+                raise ValueError("input_ids needs a model built with vocab_size")
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must be (B, N); got {tuple(input_ids.shape)}")
+            x = self.tokens(input_ids)
+        elif inputs is not None:
+            if self.features is None:
+                raise ValueError("inputs needs a model built with input_dim")
+            if inputs.dim() != 3:
+                raise ValueError(f"inputs must be (B, N, input_dim); got {tuple(inputs.shape)}")
+            x = self.features(inputs)
+        else:
+            if inputs_embeds.dim() != 3:
+                shape = tuple(inputs_embeds.shape)
+                raise ValueError(f"inputs_embeds must be (B, N, D); got {shape}")
+            x = inputs_embeds
+        length = x.shape[1]
+        if self.position != "none":
+            if offset + length > self.max_len:
+                raise ValueError(
+                    f"sequence of {offset + length} positions exceeds max_len={self.max_len}"
+                )
+            index = torch.arange(offset, offset + length, device=x.device)
+            table = self.positions(index) if self.position == "learned" else self.positions[index]
+            x = x + table.to(x.dtype)
+        return self.drop(x)

@@ -1,0 +1,77 @@
+import pytest
+import torch
+
+from filterformer.attention import (
+    AttentionContext,
+    SoftmaxAttention,
+    attention_names,
+    build_attention,
+)
+
+DIM, HEADS = 16, 2
+
+
+def test_timm_compatible_names_and_signature():
+    module = SoftmaxAttention(DIM, HEADS, qkv_bias=True, attn_drop=0.1, proj_drop=0.1)
+    assert set(module.state_dict()) == {"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}
+    x = torch.randn(2, 5, DIM)
+    module.eval()
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    # timm's Block passes the mask as the second argument.
+    torch.testing.assert_close(module(x, mask), SoftmaxAttention.forward(module, x, attn_mask=mask))
+
+
+def test_neutreno_first_layer_sets_v0_and_later_layers_use_it():
+    first = SoftmaxAttention(DIM, HEADS, neutreno_lambda=0.7).double()
+    second = SoftmaxAttention(DIM, HEADS, neutreno_lambda=0.7).double()
+    plain = SoftmaxAttention(DIM, HEADS).double()
+    plain.load_state_dict(second.state_dict())
+    x0, x1 = (torch.randn(2, 5, DIM, dtype=torch.float64) for _ in range(2))
+    context = AttentionContext()
+    first(x0, context=context)
+    v0 = first.project_qkv(x0)[2]
+    torch.testing.assert_close(context.first_values, v0)
+    out = second(x1, context=context)
+    v1 = second.project_qkv(x1)[2]
+    correction = 0.7 * (v0 - v1)
+    merged = correction.transpose(1, 2).reshape(2, 5, DIM)
+    torch.testing.assert_close(out, plain(x1) + merged @ second.proj.weight.T)
+
+
+def test_learnable_neutreno_lambda_is_a_per_head_parameter():
+    module = SoftmaxAttention(DIM, HEADS, neutreno_lambda=0.4, neutreno_learnable=True)
+    assert module.neutreno_lambda.shape == (HEADS,)
+    context = AttentionContext(first_values=torch.randn(1, HEADS, 3, DIM // HEADS))
+    module(torch.randn(1, 3, DIM), context=context).sum().backward()
+    assert module.neutreno_lambda.grad.abs().sum() > 0
+
+
+def test_context_aux_loss_averages_per_name_then_weights():
+    context = AttentionContext()
+    context.add_aux_loss("a", torch.tensor(1.0), 0.5)
+    context.add_aux_loss("a", torch.tensor(3.0), 0.5)
+    context.add_aux_loss("b", torch.tensor(4.0), 2.0)
+    assert context.aux_loss().item() == pytest.approx(0.5 * 2.0 + 2.0 * 4.0)
+    with pytest.raises(ValueError, match="weights"):
+        context.add_aux_loss("a", torch.tensor(1.0), 0.1)
+    assert AttentionContext().aux_loss() is None
+
+
+def test_registry_errors_name_valid_choices():
+    with pytest.raises(ValueError, match=r"unknown attention 'nope'; valid choices: .*softmax"):
+        build_attention("nope", DIM, HEADS)
+    assert {"softmax", "gfsa"} <= set(attention_names())
+    with pytest.raises(ValueError, match="divisible"):
+        build_attention("softmax", 10, 3)
+
+
+def test_forward_rejects_bad_input():
+    module = SoftmaxAttention(DIM, HEADS)
+    with pytest.raises(ValueError, match=r"x must have shape \(B, N, 16\)"):
+        module(torch.randn(5, DIM))
+    with pytest.raises(ValueError, match="padding mask must have shape"):
+        module(torch.randn(2, 5, DIM), padding_mask=torch.ones(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="causal"):
+        from filterformer.attention import LayerCache
+
+        module(torch.randn(2, 5, DIM), cache=LayerCache())

@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from filterformer.functional import attend, attention_matrix, causal_mask
+
+from .reference import explicit_attention, relative_error
+
+
+def _qkv(b=2, h=2, n=7, d=4, dtype=torch.float64):
+    return (torch.randn(b, h, n, d, dtype=dtype) for _ in range(3))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attend_and_matrix_match_reference(causal):
+    q, k, v = _qkv()
+    padding = torch.ones(2, 7, dtype=torch.bool)
+    padding[1, 4:] = False
+    expected = explicit_attention(q, k, key_padding=padding, causal=causal)
+    attn = attention_matrix(q, k, key_padding_mask=padding, is_causal=causal)
+    assert relative_error(attn, expected) < 1e-12
+    out = attend(q, k, v, key_padding_mask=padding, is_causal=causal)
+    assert relative_error(out, expected @ v) < 1e-12
+
+
+def test_causal_mask_is_bottom_right_aligned():
+    mask = causal_mask(2, 5)
+    assert mask.tolist() == [[True, True, True, True, False], [True] * 5]
+
+
+def test_decoding_queries_see_the_cached_past():
+    q, k, v = _qkv(n=6)
+    full = attend(q, k, v, is_causal=True)
+    last_two = attend(q[..., 4:, :], k, v, is_causal=True)
+    torch.testing.assert_close(last_two, full[..., 4:, :], rtol=1e-12, atol=1e-12)
+
+
+def test_rows_without_keys_are_zero_with_finite_gradients():
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    allowed = torch.rand(2, 1, 7, 7) > 0.5
+    allowed[0, 0, 3] = False
+    out = attend(q, k, v, attn_mask=allowed)
+    assert torch.isfinite(out).all()
+    assert out[0, :, 3].abs().max() == 0
+    out.square().sum().backward()
+    assert torch.isfinite(q.grad).all() and torch.isfinite(k.grad).all()
+    additive = torch.zeros(allowed.shape, dtype=torch.float64).masked_fill(~allowed, float("-inf"))
+    torch.testing.assert_close(attend(q, k, v, attn_mask=additive), out)
+
+
+def test_attend_bfloat16_close_to_float32():
+    q, k, v = _qkv(dtype=torch.float32)
+    ref = attend(q, k, v, is_causal=True)
+    low = attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), is_causal=True)
+    assert low.dtype == torch.bfloat16
+    assert relative_error(low.double(), ref.double()) < 2e-2
+
+
+def test_attend_rejects_bad_masks():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="attn_mask"):
+        attend(q, k, v, attn_mask=torch.ones(3, 1, 7, 7, dtype=torch.bool))
+    with pytest.raises(ValueError, match="attn_mask must be bool or floating"):
+        attend(q, k, v, attn_mask=torch.ones(7, 7, dtype=torch.long))
+    with pytest.raises(ValueError, match="padding mask"):
+        attend(q, k, v, key_padding_mask=torch.ones(2, 6, dtype=torch.bool))

@@ -1,0 +1,185 @@
+import pytest
+import torch
+
+from filterformer.functional import gfsa, gfsa_filter, gfsa_response
+
+from .reference import efficient_maps, explicit_attention, explicit_filter, relative_error
+
+B, H, N, D = 2, 3, 9, 5
+
+
+def _inputs(dtype=torch.float64, requires_grad=False):
+    q, k, v = (torch.randn(B, H, N, D, dtype=dtype, requires_grad=requires_grad) for _ in range(3))
+    w0, w1, wK = (torch.randn(H, dtype=dtype, requires_grad=requires_grad) for _ in range(3))
+    return q, k, v, w0, w1, wK
+
+
+def _padding():
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[0, 6:] = False
+    mask[1, 3:] = False
+    return mask
+
+
+@pytest.mark.parametrize("K", [2, 3, 7])
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal", "padding+causal"])
+def test_gfsa_equals_explicit_filter(K, mask_kind):
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding() if "padding" in mask_kind else None
+    causal = "causal" in mask_kind
+    out = gfsa(q, k, v, w0, w1, wK, K=K, key_padding_mask=padding, is_causal=causal)
+    attn = explicit_attention(q, k, key_padding=padding, causal=causal)
+    expected = explicit_filter(attn, w0, w1, wK, K) @ v
+    assert relative_error(out, expected) <= 1e-10
+
+
+@pytest.mark.parametrize("form", ["bool", "float"])
+def test_gfsa_takes_sdpa_style_masks(form):
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding()
+    mask = padding[:, None, None, :]
+    if form == "float":
+        mask = torch.zeros(mask.shape, dtype=torch.float64).masked_fill(~mask, float("-inf"))
+    out = gfsa(q, k, v, w0, w1, wK, K=3, attn_mask=mask)
+    expected = explicit_filter(explicit_attention(q, k, key_padding=padding), w0, w1, wK, 3) @ v
+    assert relative_error(out, expected) <= 1e-10
+
+
+def test_gfsa_full_attn_mask_with_causal():
+    q, k, v, w0, w1, wK = _inputs()
+    allowed = torch.rand(B, 1, N, N) > 0.3
+    allowed |= torch.eye(N, dtype=torch.bool)
+    out = gfsa(q, k, v, w0, w1, wK, K=4, attn_mask=allowed, is_causal=True)
+    scores = (q @ k.transpose(-1, -2)) / D**0.5
+    keep = allowed & torch.ones(N, N, dtype=torch.bool).tril()
+    attn = scores.masked_fill(~keep, float("-inf")).softmax(-1)
+    expected = explicit_filter(attn, w0, w1, wK, 4) @ v
+    assert relative_error(out, expected) <= 1e-10
+
+
+@pytest.mark.parametrize("K", [2, 5])
+def test_exact_power_equals_matrix_power(K):
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding()
+    out = gfsa(q, k, v, w0, w1, wK, K=K, exact_power=True, key_padding_mask=padding)
+    attn = explicit_attention(q, k, key_padding=padding)
+    eye = torch.eye(N, dtype=torch.float64)
+    w = [t.view(1, H, 1, 1) for t in (w0, w1, wK)]
+    expected = (w[0] * eye + w[1] * attn + w[2] * torch.linalg.matrix_power(attn, K)) @ v
+    assert relative_error(out, expected) <= 1e-10
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_efficient_base_equals_explicit_linear_attention(padded):
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding() if padded else None
+    out = gfsa(q, k, v, w0, w1, wK, K=3, base="efficient", key_padding_mask=padding)
+    rho_q, rho_k = efficient_maps(q, k, padding)
+    attn = rho_q @ rho_k.transpose(-1, -2)
+    expected = explicit_filter(attn, w0, w1, wK, 3) @ v
+    assert relative_error(out, expected) <= 1e-10
+
+
+def test_efficient_base_reads_padding_from_attn_mask():
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding()
+    by_mask = gfsa(q, k, v, w0, w1, wK, K=3, base="efficient", attn_mask=padding[:, None, None])
+    by_padding = gfsa(q, k, v, w0, w1, wK, K=3, base="efficient", key_padding_mask=padding)
+    torch.testing.assert_close(by_mask, by_padding, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("options", [{}, {"is_causal": True}, {"exact_power": True}])
+def test_gfsa_gradcheck(options):
+    q, k, v, w0, w1, wK = (
+        t[..., :5, :3].detach().clone().requires_grad_() if t.dim() == 4 else t
+        for t in _inputs(requires_grad=True)
+    )
+    padding = torch.tensor([[True] * 5, [True, True, True, False, False]])
+
+    def fn(q, k, v, w0, w1, wK):
+        return gfsa(q, k, v, w0, w1, wK, K=3, key_padding_mask=padding, **options)
+
+    assert torch.autograd.gradcheck(fn, (q, k, v, w0, w1, wK))
+
+
+def test_gfsa_efficient_gradcheck():
+    q, k, v = (torch.randn(1, 2, 4, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    ws = tuple(torch.randn(2, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    padding = torch.tensor([[True, True, True, False]])
+
+    def fn(q, k, v, *ws):
+        return gfsa(q, k, v, *ws, K=3, base="efficient", key_padding_mask=padding)
+
+    assert torch.autograd.gradcheck(fn, (q, k, v, *ws))
+
+
+@pytest.mark.parametrize("base", ["softmax", "efficient"])
+def test_fully_masked_rows_are_zero_not_nan(base):
+    q, k, v, w0, w1, wK = _inputs()
+    padding = _padding()
+    padding[1] = False  # a sample with no real token at all
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = gfsa(q, k, v, w0, w1, wK, K=3, key_padding_mask=padding, base=base)
+    assert torch.isfinite(out).all()
+    # w0·V is the only term left where Ā is all zero.
+    torch.testing.assert_close(out[1], w0.view(H, 1, 1) * v[1])
+    out.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
+def test_bfloat16_close_to_float32():
+    q, k, v, w0, w1, wK = _inputs(dtype=torch.float32)
+    padding = _padding()
+    ref = gfsa(q, k, v, w0, w1, wK, K=3, key_padding_mask=padding)
+    low = gfsa(*(t.bfloat16() for t in (q, k, v, w0, w1, wK)), K=3, key_padding_mask=padding)
+    assert low.dtype == torch.bfloat16
+    assert relative_error(low.double(), ref.double()) < 3e-2
+
+
+def test_gfsa_filter_matches_reference_and_response():
+    attn = torch.rand(B, H, N, N, dtype=torch.float64)
+    attn = attn / attn.sum(-1, keepdim=True)
+    w0, w1, wK = (torch.randn(H, dtype=torch.float64) for _ in range(3))
+    torch.testing.assert_close(
+        gfsa_filter(attn, w0, w1, wK, K=4), explicit_filter(attn, w0, w1, wK, 4)
+    )
+    # On a symmetric Ā, H̃'s eigenvalues are g(σ) at Ā's eigenvalues σ.
+    sym = torch.rand(N, N, dtype=torch.float64)
+    sym = sym + sym.T
+    sym = sym / sym.sum(-1).max()
+    sigma, _ = torch.linalg.eigh(sym)
+    filt = gfsa_filter(sym.expand(1, H, N, N), w0, w1, wK, K=4)[0]
+    for h in range(H):
+        eig = torch.linalg.eigvalsh(filt[h])
+        torch.testing.assert_close(
+            eig.sort().values, gfsa_response(sigma, w0, w1, wK, K=4)[h].sort().values
+        )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"K": 1}, "K must be an integer >= 2"),
+        ({"K": 2.5}, "K must be an integer >= 2"),
+        ({"K": 3, "base": "linear"}, "base must be one of"),
+        ({"K": 3, "base": "efficient", "is_causal": True}, "non-causal only"),
+        ({"K": 3, "attn_mask": torch.ones(B, N, N + 1, dtype=torch.bool)}, "attn_mask"),
+        ({"K": 3, "key_padding_mask": torch.ones(B, N + 1, dtype=torch.bool)}, "padding mask"),
+        ({"K": 3, "key_padding_mask": torch.ones(B, N)}, "bool"),
+    ],
+)
+def test_gfsa_rejects_bad_arguments(kwargs, needle):
+    q, k, v, w0, w1, wK = _inputs()
+    with pytest.raises(ValueError, match=needle):
+        gfsa(q, k, v, w0, w1, wK, **kwargs)
+
+
+def test_gfsa_rejects_bad_shapes():
+    q, k, v, w0, w1, wK = _inputs()
+    with pytest.raises(ValueError, match="q must have shape"):
+        gfsa(q[0], k, v, w0, w1, wK, K=3)
+    with pytest.raises(ValueError, match="w1 must have shape"):
+        gfsa(q, k, v, w0, w1[:2], wK, K=3)
+    with pytest.raises(ValueError, match="head_dim"):
+        gfsa(q, k[..., :2], v, w0, w1, wK, K=3)

@@ -1,0 +1,39 @@
+import pytest
+
+from filterformer.models import TransformerConfig
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        ({"attention": "flash"}, r"unknown attention 'flash'; valid choices: .*gfsa.*softmax"),
+        ({"norm": "sandwich"}, r"norm must be one of \('pre', 'post'\)"),
+        ({"fusion": "sum"}, r"fusion must be one of \('concat', 'max', 'gate'\)"),
+        ({"position": "rope"}, "position must be one of"),
+        ({"dim": 30, "num_heads": 4}, "divisible"),
+        ({"depth": 0}, "depth must be a positive integer"),
+        ({"attention_layers": (0, 4)}, r"attention_layers must be 0-based indices in 0\.\.3"),
+        ({"dropout": 1.5}, r"dropout must be in \[0, 1\)"),
+    ],
+)
+def test_config_rejects_bad_values(overrides, needle):
+    with pytest.raises(ValueError, match=needle):
+        TransformerConfig(depth=overrides.pop("depth", 4), **overrides)
+
+
+def test_config_round_trips_through_plain_data():
+    config = TransformerConfig(
+        attention="gfsa", attention_options={"K": 4}, attention_layers=[1, 3]
+    )
+    data = config.to_dict()
+    assert data["attention_layers"] == [1, 3]
+    assert TransformerConfig.from_dict(data) == config
+    with pytest.raises(ValueError, match="unknown TransformerConfig field"):
+        TransformerConfig.from_dict({**data, "width": 3})
+
+
+def test_layer_attention():
+    config = TransformerConfig(depth=4, attention="gfsa", attention_options={"K": 2},
+                               attention_layers=(1, 3))
+    assert config.layer_attention(1) == ("gfsa", {"K": 2})
+    assert config.layer_attention(0) == ("softmax", {})
