@@ -183,3 +183,17 @@ def test_gfsa_rejects_bad_shapes():
         gfsa(q, k, v, w0, w1[:2], wK, K=3)
     with pytest.raises(ValueError, match="head_dim"):
         gfsa(q, k[..., :2], v, w0, w1, wK, K=3)
+
+
+def test_gfsa_response_exact_power_matches_matrix_power_spectrum():
+    sym = torch.rand(N, N, dtype=torch.float64)
+    sym = sym + sym.T
+    sym = sym / sym.sum(-1).max()
+    sigma = torch.linalg.eigvalsh(sym)
+    w0, w1, wK = (torch.randn(H, dtype=torch.float64) for _ in range(3))
+    filt = gfsa_filter(sym.expand(1, H, N, N), w0, w1, wK, K=5, exact_power=True)[0]
+    response = gfsa_response(sigma, w0, w1, wK, K=5, exact_power=True)
+    for h in range(H):
+        torch.testing.assert_close(
+            torch.linalg.eigvalsh(filt[h]).sort().values, response[h].sort().values
+        )

@@ -12,7 +12,7 @@ import sys
 
 __all__ = ["main"]
 
-COMMANDS: tuple[str, ...] = ("demo",)
+COMMANDS: tuple[str, ...] = ("compare", "train", "diagnose", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

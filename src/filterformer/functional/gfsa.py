@@ -246,17 +246,20 @@ def gfsa_filter(
 
 
 def gfsa_response(
-    sigma: Tensor, w0: Tensor, w1: Tensor, wK: Tensor, *, K: int
+    sigma: Tensor, w0: Tensor, w1: Tensor, wK: Tensor, *, K: int, exact_power: bool = False
 ) -> Tensor:
     """The learned filter's response ``g(σ) = w0 + w1σ + wK(σ + (K−1)(σ² − σ))``.
 
     Args:
         sigma: ``(M,)`` graph frequencies (eigen/singular values of Ā) in ``[0, 1]``.
         w0, w1, wK: ``(h,)`` coefficients.
+        K: filter order.
+        exact_power: the high-order term is ``σ^K`` itself (``exact_power=True`` layers).
 
     Returns:
         ``(h, M)``.
     """
     check_order(K)
     w0, w1, wK = (torch.as_tensor(w).reshape(-1, 1) for w in (w0, w1, wK))
-    return w0 + w1 * sigma + wK * (sigma + (K - 1) * (sigma**2 - sigma))
+    high = sigma**K if exact_power else sigma + (K - 1) * (sigma**2 - sigma)
+    return w0 + w1 * sigma + wK * high

@@ -1,0 +1,147 @@
+"""AGF: attentive graph filter in the singular-value domain (Wi et al.; METHODS.md §3)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..functional import (
+    POLYNOMIAL_BASES,
+    agf_attend,
+    agf_coefficients,
+    agf_filter,
+    agf_orthogonality,
+    agf_response,
+    efficient_feature_maps,
+)
+from ..functional.polynomials import check_jacobi_parameters
+from ..optim import exclude_from_weight_decay
+from .base import AttentionBase, AttentionInputs, split_heads
+from .context import AttentionMaps
+from .registry import register_attention
+
+__all__ = ["AGF_AUX_LOSS", "AttentiveGraphFilterAttention"]
+
+#: The name under which AGF layers add their orthogonality regulariser to the model's aux loss.
+AGF_AUX_LOSS = "agf_orthogonality"
+
+#: The Jacobi parameters each named basis fixes.
+_BASIS_PARAMETERS = {"legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    """float32, or wider when the input already is (float64 stays float64)."""
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+@register_attention("agf")
+class AttentiveGraphFilterAttention(AttentionBase):
+    """Attention as a learned, token-specific filter of learned singular values.
+
+    Per head, with ``U = ρq(Q)`` and ``Vs = ρk(K)`` (Efficient Attention's feature maps),
+    ``S = sigmoid(X W_Σ)`` and ``G = Σ_{k=0..K} θ_k P_k(S)``, the output is
+    ``(U ⊙ G)(Vsᵀ V)``: ``O(N·d²)`` time, nothing N×N. ``θ_0 = 1`` and ``θ_k = tanh(p_k)`` with
+    ``p`` initialised to 0 (one set per layer, shared by heads), so at init AGF is exactly
+    Efficient Attention.
+
+    Every forward adds the orthogonality regulariser ``mean|UᵀU − I| + mean|VsᵀVs − I|`` to the
+    context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
+    over layers and adds it to its loss. The block runs in float32 even under autocast. There is
+    no probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
+    Non-causal only; takes a ``padding_mask`` but no ``attn_mask``.
+
+    Args:
+        K: the highest polynomial order (≥ 1).
+        basis: one of ``"jacobi"``, ``"legendre"``, ``"chebyshev"``, ``"monomial"``.
+        a, b: the Jacobi parameters (``basis="jacobi"`` only).
+        orthogonality_weight: γ, the regulariser's weight in the model's loss (0 disables it).
+        (other arguments as :class:`AttentionBase`)
+    """
+
+    supports_causal = False
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        K: int = 5,
+        basis: str = "jacobi",
+        a: float = 1.0,
+        b: float = 1.0,
+        orthogonality_weight: float = 0.01,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
+    ) -> None:
+        if basis not in POLYNOMIAL_BASES:
+            raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
+        if isinstance(K, bool) or not isinstance(K, int) or K < 1:
+            raise ValueError(f"K must be an integer >= 1 (the paper's default is 5); got {K!r}")
+        if basis == "jacobi":
+            check_jacobi_parameters(K, a, b)
+        a, b = _BASIS_PARAMETERS.get(basis, (float(a), float(b)))
+        if not orthogonality_weight >= 0:
+            raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
+        self.K = K
+        self.basis = basis
+        self.a, self.b = a, b
+        self.orthogonality_weight = float(orthogonality_weight)
+        # W_Σ: the singular values' projection, one per layer like W_U (q) and W_V (k).
+        self.singular_values = nn.Linear(dim, dim, bias=qkv_bias)
+        self.p = exclude_from_weight_decay(nn.Parameter(torch.zeros(K)))
+
+    @property
+    def theta(self) -> Tensor:
+        """``(K+1,)`` the filter coefficients ``[1, tanh(p_1), …, tanh(p_K)]``."""
+        return agf_coefficients(self.p)
+
+    def _factors(
+        self, q: Tensor, k: Tensor, inputs: AttentionInputs
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """U, Vs and G, each ``(B, h, N, d)``, in at least float32; call with autocast off."""
+        if inputs.attn_mask is not None:
+            raise ValueError(
+                "AGF takes a padding_mask (B, N), not an attn_mask; it is non-causal and has no "
+                "score matrix to mask"
+            )
+        dtype = _compute_dtype(q)
+        rho_q, rho_k = efficient_feature_maps(q.to(dtype), k.to(dtype), inputs.padding_mask)
+        weight = self.singular_values.weight.to(dtype)
+        bias = self.singular_values.bias
+        bias = None if bias is None else bias.to(dtype)
+        s = torch.sigmoid(split_heads(F.linear(inputs.x.to(dtype), weight, bias), self.num_heads))
+        g = agf_response(s, self.theta.to(dtype), basis=self.basis, a=self.a, b=self.b)
+        return rho_q, rho_k, g
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+        # Softmax feature maps and polynomials of S lose too much in half precision.
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            rho_q, rho_k, g = self._factors(q, k, inputs)
+            out = agf_attend(rho_q, rho_k, v.to(rho_q.dtype), g)
+            if self.orthogonality_weight > 0:
+                reg = agf_orthogonality(rho_q, rho_k, inputs.padding_mask)
+                inputs.context.add_aux_loss(AGF_AUX_LOSS, reg, self.orthogonality_weight)
+        return F.dropout(out.to(v.dtype), self.attn_drop, self.training)
+
+    def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
+        """``Ā = U Vsᵀ`` and the filter ``(U ⊙ G) Vsᵀ``, ``(B, h, N, N)`` each (small N only)."""
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            rho_q, rho_k, g = self._factors(q, k, inputs)
+            attention = rho_q @ rho_k.transpose(-1, -2)
+            return AttentionMaps(attention=attention, filter=agf_filter(rho_q, rho_k, g))
+
+    def extra_repr(self) -> str:
+        basis = f"jacobi(a={self.a}, b={self.b})" if self.basis == "jacobi" else self.basis
+        return (
+            f"{super().extra_repr()}, K={self.K}, basis={basis}, "
+            f"orthogonality_weight={self.orthogonality_weight}"
+        )

@@ -1,0 +1,197 @@
+"""SAMSA: sampling self-attention (SAMSA: Efficient Transformer for Many Data Modalities).
+
+METHODS.md §4.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..functional import (
+    SAMPLING_MODES,
+    attend,
+    attention_matrix,
+    differentiable_topk,
+    gumbel_noise,
+    sampling_mixture,
+    topk_gather,
+    topk_split,
+)
+from ..optim import exclude_from_weight_decay
+from .base import AttentionBase, AttentionInputs
+from .context import AttentionMaps
+from .registry import register_attention
+
+__all__ = ["ImportanceScore", "SamplingAttention"]
+
+
+class ImportanceScore(nn.Module):
+    """Per-head importance of each token: ``Linear_{D→h}(x + RMSNorm(Linear(GELU(Linear(x)))))``.
+
+    Args:
+        dim: model width D.
+        num_heads: h, one score per head.
+        hidden_dim: the MLP's hidden width (D when None).
+    """
+
+    def __init__(self, dim: int, num_heads: int, hidden_dim: int | None = None) -> None:
+        super().__init__()
+        hidden_dim = dim if hidden_dim is None else hidden_dim
+        self.mlp = nn.Sequential(nn.Linear(dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, dim))
+        self.norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, num_heads)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``(B, N, D)`` residual stream -> ``(B, h, N)`` scores."""
+        hidden = self.mlp(x)
+        # Under autocast the MLP's output is half precision; normalise it in the weight's dtype.
+        hidden = self.norm(hidden.to(torch.promote_types(hidden.dtype, self.norm.weight.dtype)))
+        return self.head(x + hidden).transpose(1, 2)
+
+
+@register_attention("samsa")
+class SamplingAttention(AttentionBase):
+    """Each head attends from all N queries to its own k sampled key/value tokens: ``O(N·k·d)``.
+
+    Importance scores come from the un-normed residual stream (``inputs.residual``); 2k learnable
+    support tokens per head (keys, values and scores) join the candidates, so sampling works for
+    any N, N < k included, and padded tokens (scored with the dtype's minimum) are never sampled.
+    While training, Gumbel noise is added once per token and head and the sample is
+    differentiable (see :func:`~filterformer.functional.differentiable_topk`); evaluation is
+    deterministic unless ``eval_noise``. In evaluation the hard mode is one top-k and a gather;
+    the soft mode keeps the mixture. Non-causal only; takes a ``padding_mask`` but no
+    ``attn_mask``.
+
+    Args:
+        num_samples: k, the tokens each head samples.
+        mode: ``"soft"`` (mixture of chosen and runner-up tokens) or ``"hard"`` (exact top k
+            forward, straight-through gradient to the scores).
+        temperature: τ of the Gumbel sigmoid.
+        eval_noise: keep the Gumbel noise in evaluation (as the authors' released code does).
+        score_hidden_dim: hidden width of the importance-score MLP (D when None).
+        (other arguments as :class:`AttentionBase`)
+    """
+
+    supports_causal = False
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int = 8,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        num_samples: int = 32,
+        mode: str = "soft",
+        temperature: float = 1.0,
+        eval_noise: bool = False,
+        score_hidden_dim: int | None = None,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
+    ) -> None:
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"num_samples must be an integer >= 1; got {num_samples!r}")
+        if mode not in SAMPLING_MODES:
+            raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0; got {temperature}")
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
+        self.num_samples = num_samples
+        self.mode = mode
+        self.temperature = float(temperature)
+        self.eval_noise = eval_noise
+        self.importance = ImportanceScore(dim, num_heads, score_hidden_dim)
+        support_shape = (num_heads, 2 * num_samples, self.head_dim)
+        self.support_keys = nn.Parameter(torch.randn(support_shape) * 0.02)
+        self.support_values = nn.Parameter(torch.randn(support_shape) * 0.02)
+        # Distinct scores: tied supports would be chosen by position, which padding shifts.
+        self.support_scores = exclude_from_weight_decay(
+            nn.Parameter(torch.randn(num_heads, 2 * num_samples) * 0.02)
+        )
+
+    def candidate_scores(self, inputs: AttentionInputs, *, noise: bool) -> Tensor:
+        """Scores of the N tokens then the 2k support tokens, ``(B, h, N + 2k)``, ≥ float32.
+
+        Gumbel noise (when ``noise``) goes on the tokens' scores only; padded tokens get the
+        dtype's minimum afterwards, so no noise can lift them.
+        """
+        if inputs.attn_mask is not None:
+            raise ValueError(
+                "SAMSA takes a padding_mask (B, N), not an attn_mask; it is non-causal and each "
+                "head attends to its own sampled keys"
+            )
+        scores = self.importance(inputs.residual)
+        # Gumbel noise and sigmoid comparisons of close scores need more than half precision.
+        scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+        if noise:
+            scores = scores + gumbel_noise(scores)
+        if inputs.padding_mask is not None:
+            lowest = torch.finfo(scores.dtype).min
+            scores = scores.masked_fill(~inputs.padding_mask[:, None, :], lowest)
+        support = self.support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
+        return torch.cat([scores, support], dim=-1)
+
+    def _candidates(self, k: Tensor, v: Tensor) -> Tensor:
+        """Keys and values side by side, tokens then supports: ``(B, h, N + 2k, 2d)``."""
+        support = torch.cat([self.support_keys, self.support_values], dim=-1).to(k.dtype)
+        tokens = torch.cat([k, v], dim=-1)
+        return torch.cat([tokens, support.expand(k.shape[0], -1, -1, -1)], dim=-2)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+        scores = self.candidate_scores(inputs, noise=self.training or self.eval_noise)
+        candidates = self._candidates(k, v)
+        if self.mode == "hard" and not self.training:
+            sampled = topk_gather(scores, candidates, self.num_samples)
+        else:
+            sampled = differentiable_topk(
+                scores, candidates, self.num_samples, mode=self.mode,
+                temperature=self.temperature,
+            )
+        keys, values = sampled.split(self.head_dim, dim=-1)
+        return attend(
+            q, keys, values, dropout_p=self.attn_drop if self.training else 0.0, scale=self.scale
+        )
+
+    def selection_matrix(self, scores: Tensor) -> Tensor:
+        """How each sampled vector mixes the candidates: ``(B, h, k, N + 2k)``.
+
+        Row m is one-hot at the m-th highest score in the hard mode; in the soft mode it puts
+        ``mean_v P[m, v]`` on that token and ``(1 − P[m, v]) / k`` on each runner-up v.
+        """
+        top, bot = topk_split(scores, self.num_samples)
+        selection = scores.new_zeros(*scores.shape[:-1], self.num_samples, scores.shape[-1])
+        if self.mode == "hard":
+            return selection.scatter(-1, top.unsqueeze(-1), 1.0)
+        keep, mix = sampling_mixture(
+            scores.gather(-1, top), scores.gather(-1, bot), self.temperature
+        )
+        selection = selection.scatter(-1, top.unsqueeze(-1), keep.unsqueeze(-1))
+        index = bot.unsqueeze(-2).expand_as(mix)
+        return selection.scatter_add(-1, index, mix)
+
+    def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
+        """The operator the layer applies to the tokens' values, ``(B, h, N, N)`` (small N only).
+
+        Attention to the sampled vectors times their selection matrix, with the support tokens'
+        columns left out (so rows sum to at most 1). Drawn without Gumbel noise unless
+        ``eval_noise``; in evaluation this is exactly the forward's operator.
+        """
+        scores = self.candidate_scores(inputs, noise=self.eval_noise)
+        selection = self.selection_matrix(scores)
+        support_keys = self.support_keys.expand(k.shape[0], -1, -1, -1)
+        keys = selection @ torch.cat([k, support_keys.to(k.dtype)], dim=-2).to(selection)
+        weights = attention_matrix(q.to(keys), keys, scale=self.scale) @ selection
+        operator = weights[..., : k.shape[-2]]
+        return AttentionMaps(attention=operator, filter=operator)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, num_samples={self.num_samples}, mode={self.mode!r}, "
+            f"temperature={self.temperature}, eval_noise={self.eval_noise}"
+        )

@@ -1,0 +1,87 @@
+"""Where generated data and downloaded sources live, and atomic writes into it.
+
+The cache root is, in order: an explicit ``cache_dir``, the ``FILTERFORMER_CACHE`` environment
+variable, ``~/.cache/filterformer``. Generated datasets go to ``<root>/<generator>/``; source files
+fetched by ``scripts/setup.sh`` (wheels, sdists, unpacked Debian packages) to ``<root>/sources/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "CACHE_ENV_VAR",
+    "atomic_write",
+    "cache_key",
+    "cache_root",
+    "cached_arrays",
+    "sources_dir",
+]
+
+CACHE_ENV_VAR = "FILTERFORMER_CACHE"
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """The cache root: ``cache_dir``, else ``$FILTERFORMER_CACHE``, else ~/.cache/filterformer."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get(CACHE_ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "filterformer"
+
+
+def sources_dir(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where ``scripts/setup.sh`` puts the source files the loaders read (``<root>/sources``)."""
+    return cache_root(cache_dir) / "sources"
+
+
+def cache_key(**params: object) -> str:
+    """A short stable name for a set of generator parameters (JSON, sorted keys, SHA-1)."""
+    text = json.dumps(params, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write a file so that readers never see it half-written.
+
+    ``write`` receives a temporary path in the same directory; it is renamed over ``path`` with
+    ``os.replace`` only once ``write`` returns, so concurrent writers race harmlessly.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        # mkstemp makes the file private; give it the permissions a plain open() would have
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def cached_arrays(
+    path: Path, create: Callable[[], dict[str, np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """Load the arrays stored at ``path`` (``.npz``), creating and storing them on first use."""
+    if path.exists():
+        with np.load(path, allow_pickle=False) as stored:
+            return {name: stored[name] for name in stored.files}
+    arrays = create()
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:  # a file object keeps numpy from appending ".npz"
+            np.savez(f, **arrays)
+
+    atomic_write(path, write)
+    return arrays

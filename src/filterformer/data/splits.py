@@ -1,0 +1,79 @@
+"""Train / validation / test splits for sources that lack some of them.
+
+Splits are carved with a fixed seed (:data:`SPLIT_SEED`), independent of the training seed, so
+every run of every method sees the same validation and test sets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["SPLIT_SEED", "carve_validation", "split_indices", "subsample"]
+
+SPLIT_SEED = 0
+
+
+def split_indices(
+    num_items: int,
+    fractions: Sequence[float],
+    labels: Sequence[int] | np.ndarray | None = None,
+    seed: int = SPLIT_SEED,
+) -> list[np.ndarray]:
+    """Partition ``range(num_items)`` at random into parts of the given sizes.
+
+    Args:
+        num_items: how many items to split.
+        fractions: the share of each part; non-negative, summing to 1.
+        labels: ``(num_items,)`` class labels; when given, every class is split in the same
+            proportions (stratified), so small validation sets keep the class balance.
+        seed: the permutation's seed.
+
+    Returns:
+        One sorted index array per fraction; together they cover every item exactly once.
+    """
+    shares = np.asarray(fractions, dtype=float)
+    if shares.ndim != 1 or len(shares) < 2 or (shares < 0).any() or abs(shares.sum() - 1) > 1e-6:
+        raise ValueError(
+            f"fractions must be two or more non-negative shares summing to 1; got {fractions}"
+        )
+    rng = np.random.default_rng(seed)
+    if labels is None:
+        groups = [np.arange(num_items)]
+    else:
+        label_array = np.asarray(labels)
+        if label_array.shape != (num_items,):
+            raise ValueError(f"labels must have shape ({num_items},); got {label_array.shape}")
+        groups = [np.flatnonzero(label_array == c) for c in np.unique(label_array)]
+    parts: list[list[np.ndarray]] = [[] for _ in shares]
+    bounds = np.cumsum(np.concatenate([[0.0], shares]))
+    for group in groups:
+        shuffled = rng.permutation(group)
+        cuts = np.rint(bounds * len(group)).astype(int)
+        for i in range(len(shares)):
+            parts[i].append(shuffled[cuts[i] : cuts[i + 1]])
+    return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def carve_validation(
+    num_items: int,
+    fraction: float,
+    labels: Sequence[int] | np.ndarray | None = None,
+    seed: int = SPLIT_SEED,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split a training set into (train, validation) index arrays; see :func:`split_indices`."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"validation_fraction must be in (0, 1); got {fraction}")
+    train, validation = split_indices(num_items, [1.0 - fraction, fraction], labels, seed)
+    return train, validation
+
+
+def subsample(indices: np.ndarray, size: int | None, seed: int) -> np.ndarray:
+    """At most ``size`` of ``indices``, drawn at random with ``seed`` (all of them when None)."""
+    if size is None or size >= len(indices):
+        return indices
+    if size <= 0:
+        raise ValueError(f"num_train must be a positive integer or None; got {size}")
+    chosen = np.random.default_rng(seed).choice(len(indices), size=size, replace=False)
+    return indices[np.sort(chosen)]

@@ -1,0 +1,63 @@
+"""Over-smoothing diagnostics: measure it, plot it, on any model (METHODS.md §5–§6).
+
+Metrics are pure functions of tensors (``(B, N, D)`` hidden states or ``(L, B, N, D)`` stacks,
+``(B, N)`` bool masks with True at real tokens). :func:`capture` reads intermediates out of
+filterformer, Hugging Face, timm or any hooked model; :func:`diagnose` streams batches through a
+model and averages every metric per layer into a :class:`DiagnosticsReport`, which
+:mod:`~filterformer.diagnostics.plots` draws.
+"""
+
+from .capture import CapturedForward, capture, model_kind
+from .diagnose import DiagnosticsAccumulator, diagnose
+from .frequency import FrequencyResponse, filter_frequency_response, frequency_grid
+from .layernorm import smallest_over_tokens, smallest_token_std, token_std
+from .learned_filters import (
+    LearnedFilter,
+    agf_filter_responses,
+    agf_polynomial_responses,
+    frequency_points,
+    gfsa_filter_responses,
+)
+from .report import DiagnosticsReport, LearnedFilterCurves
+from .similarity import attention_map_similarity, token_cosine_similarity
+from .spectrum import (
+    effective_rank,
+    effective_rank_from_singular_values,
+    gram_singular_values,
+    normalized_spectrum,
+    singular_value_spectrum,
+    singular_values,
+)
+from .subspace import frequency_energy, high_low_frequency_ratio, identical_token_distance
+
+__all__ = [
+    "CapturedForward",
+    "DiagnosticsAccumulator",
+    "DiagnosticsReport",
+    "FrequencyResponse",
+    "LearnedFilter",
+    "LearnedFilterCurves",
+    "agf_filter_responses",
+    "agf_polynomial_responses",
+    "attention_map_similarity",
+    "capture",
+    "diagnose",
+    "effective_rank",
+    "effective_rank_from_singular_values",
+    "filter_frequency_response",
+    "frequency_energy",
+    "frequency_grid",
+    "frequency_points",
+    "gfsa_filter_responses",
+    "gram_singular_values",
+    "high_low_frequency_ratio",
+    "identical_token_distance",
+    "model_kind",
+    "normalized_spectrum",
+    "singular_value_spectrum",
+    "singular_values",
+    "smallest_over_tokens",
+    "smallest_token_std",
+    "token_cosine_similarity",
+    "token_std",
+]

@@ -1,0 +1,152 @@
+"""AGF: attentive graph filter in the singular-value domain (Wi et al.; METHODS.md §3).
+
+Per head ``Y = (U ⊙ G)(Vsᵀ V)`` with ``U = ρq(Q)`` and ``Vs = ρk(K)`` Efficient Attention's feature
+maps and ``G = Σ_k θ_k P_k(S)`` a token-specific polynomial filter of learned singular values
+``S ∈ (0, 1)``. ``O(N·d²)`` time, ``O(N·d + d²)`` memory: nothing N×N is formed.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .efficient import efficient_feature_maps
+from .masks import check_key_padding_mask, check_qkv
+from .polynomials import polynomial_basis
+
+__all__ = [
+    "agf",
+    "agf_attend",
+    "agf_coefficients",
+    "agf_filter",
+    "agf_orthogonality",
+    "agf_response",
+]
+
+
+def agf_coefficients(p: Tensor) -> Tensor:
+    """θ from its free parameters: ``θ_0 = 1`` (fixed), ``θ_k = tanh(p_k)``.
+
+    With ``p = 0`` the filter is ``G = P_0 = 1`` and AGF is exactly Efficient Attention.
+
+    Args:
+        p: ``(K,)`` free parameters.
+
+    Returns:
+        ``(K+1,)``.
+    """
+    if p.dim() != 1:
+        raise ValueError(f"p must have shape (K,); got {tuple(p.shape)}")
+    return torch.cat([p.new_ones(1), torch.tanh(p)])
+
+
+def agf_response(
+    s: Tensor, theta: Tensor, *, basis: str = "jacobi", a: float = 1.0, b: float = 1.0
+) -> Tensor:
+    """The filter ``G = Σ_{k=0..K} θ_k P_k(s)``, elementwise.
+
+    Also the filter's frequency response when ``s`` is a grid of singular values.
+
+    Args:
+        s: ``(...)`` singular values, in ``(0, 1)`` for AGF.
+        theta: ``(K+1,)`` coefficients.
+        basis: one of :data:`~filterformer.functional.polynomials.POLYNOMIAL_BASES`.
+        a, b: Jacobi parameters (``basis="jacobi"`` only).
+
+    Returns:
+        ``(...)``, the shape of ``s``.
+    """
+    if theta.dim() != 1 or theta.numel() < 1:
+        raise ValueError(f"theta must have shape (K+1,) with K >= 0; got {tuple(theta.shape)}")
+    values = polynomial_basis(s, theta.numel() - 1, basis, a, b)
+    return values @ theta.to(values.dtype)
+
+
+def agf_attend(rho_q: Tensor, rho_k: Tensor, v: Tensor, g: Tensor) -> Tensor:
+    """``(ρq ⊙ G)(ρkᵀ V)``, associated right to left so nothing N×N is formed.
+
+    Args:
+        rho_q: ``(B, h, N, d)`` U, rows summing to 1.
+        rho_k: ``(B, h, S, d)`` Vs, columns summing to 1 over real tokens, 0 at padding.
+        v: ``(B, h, S, d_v)`` values.
+        g: ``(B, h, N, d)`` the token-specific filter.
+
+    Returns:
+        ``(B, h, N, d_v)``.
+    """
+    return (rho_q * g) @ (rho_k.transpose(-1, -2) @ v)
+
+
+def agf(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    s: Tensor,
+    theta: Tensor,
+    *,
+    basis: str = "jacobi",
+    a: float = 1.0,
+    b: float = 1.0,
+    key_padding_mask: Tensor | None = None,
+) -> Tensor:
+    """AGF's per-head output ``(U ⊙ G)(Vsᵀ V)`` (METHODS.md §3).
+
+    Args:
+        q: ``(B, h, N, d)`` the U projection (queries).
+        k: ``(B, h, S, d)`` the Vs projection (keys).
+        v: ``(B, h, S, d_v)`` values.
+        s: ``(B, h, N, d)`` singular values ``sigmoid(X W_Σ)``.
+        theta: ``(K+1,)`` filter coefficients (see :func:`agf_coefficients`).
+        basis, a, b: the polynomial basis (see :func:`agf_response`).
+        key_padding_mask: ``(B, S)`` bool, True at real tokens; padded tokens get Vs = 0.
+
+    Returns:
+        ``(B, h, N, d_v)``.
+    """
+    check_qkv(q, k, v)
+    if s.shape != q.shape:
+        raise ValueError(f"s must have the shape of q {tuple(q.shape)}; got {tuple(s.shape)}")
+    rho_q, rho_k = efficient_feature_maps(q, k, key_padding_mask)
+    return agf_attend(rho_q, rho_k, v, agf_response(s, theta, basis=basis, a=a, b=b))
+
+
+def agf_orthogonality(
+    rho_q: Tensor, rho_k: Tensor, padding_mask: Tensor | None = None
+) -> Tensor:
+    """The orthogonality regulariser ``mean|UᵀU − I| + mean|Vsᵀ Vs − I|`` (METHODS.md §3).
+
+    Means over the d×d entries, batch and heads. Padded rows of U are left out (as Vs already is
+    0 there), so the value does not depend on padding. Softmax rows/columns cannot be orthonormal:
+    the minimum is above 0 and the term acts as a stabiliser.
+
+    Args:
+        rho_q: ``(B, h, N, d)`` U.
+        rho_k: ``(B, h, N, d)`` Vs.
+        padding_mask: ``(B, N)`` bool, True at real tokens.
+
+    Returns:
+        A scalar.
+    """
+    mask = check_key_padding_mask(padding_mask, rho_q.shape[0], rho_q.shape[-2])
+    if mask is not None:
+        rho_q = rho_q * mask[:, None, :, None]
+    eye = torch.eye(rho_q.shape[-1], dtype=rho_q.dtype, device=rho_q.device)
+    gram_u = rho_q.transpose(-1, -2) @ rho_q
+    gram_v = rho_k.transpose(-1, -2) @ rho_k
+    return (gram_u - eye).abs().mean() + (gram_v - eye).abs().mean()
+
+
+def agf_filter(rho_q: Tensor, rho_k: Tensor, g: Tensor) -> Tensor:
+    """The explicit N×S operator ``(U ⊙ G) Vsᵀ`` AGF applies to V.
+
+    For diagnostics and references on small N only: this allocates the full matrix.
+
+    Args:
+        rho_q: ``(B, h, N, d)``.
+        rho_k: ``(B, h, S, d)``.
+        g: ``(B, h, N, d)``.
+
+    Returns:
+        ``(B, h, N, S)``.
+    """
+    return (rho_q * g) @ rho_k.transpose(-1, -2)

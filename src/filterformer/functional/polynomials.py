@@ -1,0 +1,140 @@
+"""Polynomial bases for spectral graph filters (AGF, METHODS.md §3; Appendix F of the AGF paper).
+
+Every basis is evaluated elementwise by its three-term recursion and returned with the order as a
+new last axis, so a filter ``g(x) = Σ_k θ_k P_k(x)`` is one matrix product with ``θ``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "POLYNOMIAL_BASES",
+    "chebyshev_basis",
+    "check_jacobi_parameters",
+    "jacobi_basis",
+    "legendre_basis",
+    "monomial_basis",
+    "polynomial_basis",
+]
+
+#: Bases a spectral filter can be expanded in.
+POLYNOMIAL_BASES = ("jacobi", "legendre", "chebyshev", "monomial")
+
+
+def _check_order(K: int) -> int:
+    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
+        raise ValueError(f"K must be an integer >= 0 (the highest polynomial order); got {K!r}")
+    return K
+
+
+def check_jacobi_parameters(K: int, a: float, b: float) -> tuple[int, float, float]:
+    """Validate ``(K, a, b)`` for the Jacobi recursion.
+
+    The step to order k divides by ``k(k+a+b)(2k+a+b−2)``; a pair (a, b) for which that vanishes at
+    some ``2 ≤ k ≤ K`` (e.g. ``a + b = −2``, or ``a + b = −3`` with K ≥ 3) has no recursion.
+
+    Returns:
+        ``(K, a, b)`` with a and b as floats.
+
+    Raises:
+        ValueError: naming K, a or b.
+    """
+    _check_order(K)
+    for name, value in (("a", a), ("b", b)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a real number; got {value!r}")
+    a, b = float(a), float(b)
+    for k in range(2, K + 1):
+        for factor in (k + a + b, 2 * k + a + b - 2):
+            if abs(factor) < 1e-12:
+                raise ValueError(
+                    f"the Jacobi recursion with a={a}, b={b} divides by zero at order k={k} "
+                    f"(k + a + b or 2k + a + b − 2 vanishes); choose a, b with a + b > −2 "
+                    f"(e.g. legendre a=b=0, chebyshev a=b=−0.5) or K < {k}"
+                )
+    return K, a, b
+
+
+def jacobi_basis(x: Tensor, K: int, a: float = 1.0, b: float = 1.0) -> Tensor:
+    """Jacobi polynomials ``P_0^{(a,b)}(x) .. P_K^{(a,b)}(x)`` (METHODS.md §3).
+
+    ``P_0 = 1``, ``P_1 = (a−b)/2 + (a+b+2)/2·x`` and for k ≥ 2
+    ``P_k = (w_k x + w'_k) P_{k−1} − w''_k P_{k−2}`` with
+    ``w_k = (2k+a+b)(2k+a+b−1) / (2k(k+a+b))``,
+    ``w'_k = (2k+a+b−1)(a²−b²) / (2k(k+a+b)(2k+a+b−2))``,
+    ``w''_k = (k+a−1)(k+b−1)(2k+a+b) / (k(k+a+b)(2k+a+b−2))``.
+    (The AGF paper prints ``2k+a+b+1`` in ``w_k``; the standard normalisation, that of
+    ``scipy.special.eval_jacobi``, has ``2k+a+b−1``.)
+
+    Args:
+        x: ``(...)`` points, any shape.
+        K: the highest order (≥ 0).
+        a, b: the Jacobi parameters α, β.
+
+    Returns:
+        ``(..., K+1)``: entry k is ``P_k(x)``.
+
+    Raises:
+        ValueError: if K is not a non-negative integer or the recursion divides by zero.
+    """
+    K, a, b = check_jacobi_parameters(K, a, b)
+    polys = [torch.ones_like(x)]
+    if K >= 1:
+        polys.append((a - b) / 2 + (a + b + 2) / 2 * x)
+    for k in range(2, K + 1):
+        s = 2 * k + a + b
+        w = s * (s - 1) / (2 * k * (k + a + b))
+        w_shift = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
+        w_prev = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
+        polys.append((w * x + w_shift) * polys[-1] - w_prev * polys[-2])
+    return torch.stack(polys, dim=-1)
+
+
+def legendre_basis(x: Tensor, K: int) -> Tensor:
+    """Legendre polynomials ``P_0 .. P_K``: Jacobi with ``a = b = 0``. Returns ``(..., K+1)``."""
+    return jacobi_basis(x, K, 0.0, 0.0)
+
+
+def chebyshev_basis(x: Tensor, K: int) -> Tensor:
+    """Jacobi polynomials with ``a = b = −½``: Chebyshev ``T_k`` up to the standard scaling.
+
+    ``P_k^{(−½,−½)} = T_k · C(2k, k) / 4^k``; the constant per order is absorbed by the learned
+    coefficient, and this scaling keeps the family on the Jacobi recursion. Returns ``(..., K+1)``.
+    """
+    return jacobi_basis(x, K, -0.5, -0.5)
+
+
+def monomial_basis(x: Tensor, K: int) -> Tensor:
+    """Monomials ``1, x, …, x^K`` (the non-orthogonal baseline basis). Returns ``(..., K+1)``."""
+    _check_order(K)
+    polys = [torch.ones_like(x)]
+    for _ in range(K):
+        polys.append(polys[-1] * x)
+    return torch.stack(polys, dim=-1)
+
+
+def polynomial_basis(
+    x: Tensor, K: int, basis: str = "jacobi", a: float = 1.0, b: float = 1.0
+) -> Tensor:
+    """The basis named ``basis`` (one of :data:`POLYNOMIAL_BASES`) at ``x``.
+
+    Args:
+        x: ``(...)`` points.
+        K: the highest order.
+        basis: ``"jacobi"``, ``"legendre"``, ``"chebyshev"`` or ``"monomial"``.
+        a, b: Jacobi parameters, used by ``"jacobi"`` only.
+
+    Returns:
+        ``(..., K+1)``.
+    """
+    if basis == "jacobi":
+        return jacobi_basis(x, K, a, b)
+    if basis == "legendre":
+        return legendre_basis(x, K)
+    if basis == "chebyshev":
+        return chebyshev_basis(x, K)
+    if basis == "monomial":
+        return monomial_basis(x, K)
+    raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")

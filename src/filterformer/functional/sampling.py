@@ -1,0 +1,149 @@
+"""Differentiable sampling of k tokens without replacement (SAMSA; METHODS.md §4).
+
+Scores ``z`` rank M candidate vectors (per batch and head). The top 2k split into "top" (first k)
+and "bot" (next k); ``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)`` compares each chosen token with
+each runner-up (a local search step of the top-k choice, relaxed by a Gumbel sigmoid).
+
+- soft: ``sampled[m] = mean_v P[m,v]·X_top[m] + (1/k)·Σ_v (1 − P[m,v])·X_bot[v]``.
+- hard: forward ``X_top`` exactly; backward ``dX_top = grad``, ``dX_bot = 0`` and the scores get
+  the soft path's gradient (straight-through).
+- :func:`topk_gather` is the gradient-free hard path: one top-k and a gather, no k×k matrix.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "SAMPLING_MODES",
+    "differentiable_topk",
+    "gather_rows",
+    "gumbel_noise",
+    "sampling_mixture",
+    "topk_gather",
+    "topk_split",
+]
+
+#: How sampled vectors are formed while gradients flow.
+SAMPLING_MODES = ("soft", "hard")
+
+
+def gumbel_noise(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Gumbel(0, 1) noise of ``like``'s shape, dtype and device: ``−log(E)`` with E ~ Exp(1)."""
+    exp = torch.empty_like(like).exponential_(generator=generator)
+    return -exp.clamp_min(torch.finfo(exp.dtype).tiny).log()
+
+
+def _check_k(k: int, available: int, needed: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k (the number of sampled tokens) must be an integer >= 1; got {k!r}")
+    if available < needed:
+        raise ValueError(
+            f"sampling k={k} needs at least {needed} candidates; got {available} "
+            "(SAMSA's 2k support tokens guarantee enough)"
+        )
+    return k
+
+
+def _check_scores(scores: Tensor, candidates: Tensor) -> None:
+    if candidates.dim() != scores.dim() + 1 or candidates.shape[:-1] != scores.shape:
+        raise ValueError(
+            f"candidates must have shape (*scores.shape, C) = ({', '.join(map(str, scores.shape))}"
+            f", C); got {tuple(candidates.shape)}"
+        )
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """Rows of ``x`` ``(..., M, C)`` at ``index`` ``(..., k)``: ``(..., k, C)``."""
+    return x.gather(-2, index.unsqueeze(-1).expand(*index.shape, x.shape[-1]))
+
+
+def topk_gather(scores: Tensor, candidates: Tensor, k: int) -> Tensor:
+    """The k highest-scored candidates: one top-k and one gather.
+
+    Args:
+        scores: ``(..., M)``.
+        candidates: ``(..., M, C)``.
+        k: how many to take (``k ≤ M``).
+
+    Returns:
+        ``(..., k, C)``, ordered by decreasing score.
+    """
+    _check_scores(scores, candidates)
+    _check_k(k, scores.shape[-1], k)
+    return gather_rows(candidates, scores.topk(k, dim=-1).indices)
+
+
+def topk_split(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Indices of the top k ("top") and of the next k ("bot") scores.
+
+    Args:
+        scores: ``(..., M)`` with ``M ≥ 2k``.
+
+    Returns:
+        ``(top, bot)``, each ``(..., k)`` long, ordered by decreasing score.
+    """
+    _check_k(k, scores.shape[-1], 2 * k)
+    index = scores.topk(2 * k, dim=-1).indices
+    return index[..., :k], index[..., k:]
+
+
+def sampling_mixture(
+    z_top: Tensor, z_bot: Tensor, temperature: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """The soft sample's weights: ``sampled = keep ⊙ X_top + mix @ X_bot``.
+
+    ``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)``, ``keep[m] = mean_v P[m, v]`` and
+    ``mix[m, v] = (1 − P[m, v]) / k``.
+
+    Args:
+        z_top: ``(..., k)`` scores of the chosen tokens.
+        z_bot: ``(..., k)`` scores of the runners-up.
+        temperature: τ > 0.
+
+    Returns:
+        ``(keep, mix)``: ``(..., k)`` and ``(..., k, k)``.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0; got {temperature}")
+    prob = torch.sigmoid((z_top.unsqueeze(-1) - z_bot.unsqueeze(-2)) / temperature)
+    return prob.mean(dim=-1), (1 - prob) / z_bot.shape[-1]
+
+
+def differentiable_topk(
+    scores: Tensor,
+    candidates: Tensor,
+    k: int,
+    *,
+    mode: str = "soft",
+    temperature: float = 1.0,
+) -> Tensor:
+    """Sample k of M candidates without replacement, with gradients to scores and candidates.
+
+    Gumbel noise, if any, is already in ``scores`` (add :func:`gumbel_noise` while training).
+
+    Args:
+        scores: ``(..., M)`` importance scores, ``M ≥ 2k``; excluded candidates (padding) carry
+            the dtype's minimum.
+        candidates: ``(..., M, C)`` vectors (SAMSA: keys and values side by side).
+        k: how many to sample.
+        mode: ``"soft"`` (the mixture) or ``"hard"`` (exact top k forward, straight-through).
+        temperature: τ of the Gumbel sigmoid.
+
+    Returns:
+        ``(..., k, C)``.
+    """
+    if mode not in SAMPLING_MODES:
+        raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
+    _check_scores(scores, candidates)
+    top, bot = topk_split(scores, k)
+    keep, mix = sampling_mixture(scores.gather(-1, top), scores.gather(-1, bot), temperature)
+    keep, mix = keep.to(candidates.dtype), mix.to(candidates.dtype)
+    x_top, x_bot = gather_rows(candidates, top), gather_rows(candidates, bot)
+    if mode == "soft":
+        return keep.unsqueeze(-1) * x_top + mix @ x_bot
+    # Straight-through: the value is exactly x_top; only the scores see the soft sample's
+    # gradient, built from detached vectors so neither x_top nor x_bot gets a second path.
+    soft = keep.unsqueeze(-1) * x_top.detach() + mix @ x_bot.detach()
+    return x_top + (soft - soft.detach())

@@ -1,0 +1,257 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from filterformer.attention import (
+    AttentionContext,
+    AttentionInputs,
+    ImportanceScore,
+    SamplingAttention,
+    build_attention,
+)
+from filterformer.functional import topk_split
+
+from .allocations import LargestAllocation
+from .overfit import overfit_ratio
+
+DIM, HEADS, SAMPLES = 16, 2, 3
+HEAD_DIM = DIM // HEADS
+
+
+def _module(**options):
+    module = SamplingAttention(DIM, HEADS, num_samples=SAMPLES, **options).double()
+    with torch.no_grad():  # spread the learnable support scores among the tokens' scores
+        module.support_scores.normal_()
+        module.support_values.normal_()
+    return module
+
+
+def _merge(y):
+    return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], DIM)
+
+
+def _explicit_scores(module, x, padding=None):
+    """Token scores then support scores, padded tokens at the minimum: (B, h, N + 2k)."""
+    z = module.importance(x)
+    if padding is not None:
+        z = z.masked_fill(~padding[:, None, :], torch.finfo(torch.float32).min)
+    support = module.support_scores.expand(x.shape[0], -1, -1)
+    return torch.cat([z.to(support.dtype), support], dim=-1)
+
+
+def _explicit_attention(q, keys, values):
+    weights = torch.softmax(q @ keys.T / math.sqrt(HEAD_DIM), dim=-1)
+    return weights @ values
+
+
+def _hard_reference(module, x, padding=None):
+    """Attention of every query to exactly the top-k scored candidates of its head."""
+    q, k, v = module.project_qkv(x)
+    scores = _explicit_scores(module, x, padding)
+    out = torch.empty_like(q)
+    for b in range(x.shape[0]):
+        for h in range(HEADS):
+            keys = torch.cat([k[b, h], module.support_keys[h]])
+            values = torch.cat([v[b, h], module.support_values[h]])
+            order = sorted(range(len(keys)), key=lambda i, s=scores[b, h]: -s[i].item())
+            chosen = order[:SAMPLES]
+            out[b, h] = _explicit_attention(q[b, h], keys[chosen], values[chosen])
+    return module.proj(_merge(out))
+
+
+def test_importance_score_is_the_residual_mlp():
+    score = ImportanceScore(DIM, HEADS, hidden_dim=24).double()
+    x = torch.randn(2, 5, DIM, dtype=torch.float64)
+    first, _, second = score.mlp
+    norm = score.norm
+    hidden = F.linear(F.gelu(F.linear(x, first.weight, first.bias)), second.weight, second.bias)
+    eps = norm.eps if norm.eps is not None else torch.finfo(torch.float64).eps
+    normed = hidden / torch.sqrt(hidden.square().mean(-1, keepdim=True) + eps) * norm.weight
+    expected = F.linear(x + normed, score.head.weight, score.head.bias)
+    torch.testing.assert_close(score(x), expected.transpose(1, 2))
+
+
+def test_hard_eval_attends_to_exactly_the_top_k_tokens_of_each_head():
+    module = _module(mode="hard").eval()
+    x = torch.randn(2, 9, DIM, dtype=torch.float64)
+    padding = torch.tensor([[True] * 9, [True] * 5 + [False] * 4])
+    torch.testing.assert_close(module(x, padding_mask=padding), _hard_reference(module, x, padding))
+    top, _ = topk_split(_explicit_scores(module, x, padding), SAMPLES)
+    assert not torch.equal(top[:, 0].sort().values, top[:, 1].sort().values)  # heads differ
+
+
+def test_hard_training_forward_is_the_top_k_when_noise_cannot_reorder():
+    module = _module(mode="hard").train()
+    with torch.no_grad():  # score gaps far beyond the Gumbel noise's range
+        module.importance.head.weight.mul_(1e4)
+        module.support_scores.mul_(1e4)
+    x = torch.randn(2, 7, DIM, dtype=torch.float64)
+    torch.testing.assert_close(module(x), _hard_reference(module, x))
+
+
+def test_soft_eval_is_the_mixture_written_out():
+    tau = 0.8
+    module = _module(mode="soft", temperature=tau).eval()
+    x = torch.randn(2, 8, DIM, dtype=torch.float64)
+    padding = torch.tensor([[True] * 8, [True] * 3 + [False] * 5])
+    q, k, v = module.project_qkv(x)
+    scores = _explicit_scores(module, x, padding)
+    out = torch.empty_like(q)
+    for b in range(2):
+        for h in range(HEADS):
+            kv = torch.cat([torch.cat([k[b, h], module.support_keys[h]]),
+                            torch.cat([v[b, h], module.support_values[h]])], dim=-1)
+            z = scores[b, h]
+            order = sorted(range(len(kv)), key=lambda i, z=z: -z[i].item())
+            top, bot = order[:SAMPLES], order[SAMPLES : 2 * SAMPLES]
+            sampled = []
+            for m in top:
+                p = [torch.sigmoid((z[m] - z[u]) / tau) for u in bot]
+                sampled.append(sum(p) / SAMPLES * kv[m]
+                               + sum((1 - pu) * kv[u] for pu, u in zip(p, bot, strict=True))
+                               / SAMPLES)
+            sampled = torch.stack(sampled)
+            out[b, h] = _explicit_attention(q[b, h], sampled[:, :HEAD_DIM], sampled[:, HEAD_DIM:])
+    torch.testing.assert_close(module(x, padding_mask=padding), module.proj(_merge(out)))
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_padded_tokens_are_never_sampled(mode):
+    module = _module(mode=mode).train()
+    x = torch.randn(2, 12, DIM, dtype=torch.float64)
+    padding = torch.tensor([[True] * 2 + [False] * 10, [True] * 7 + [False] * 5])
+    inputs = AttentionInputs(x=x, residual=x, padding_mask=padding, attn_mask=None,
+                             is_causal=False, context=AttentionContext(), cache=None)
+    for _ in range(20):
+        top, bot = topk_split(module.candidate_scores(inputs, noise=True), SAMPLES)
+        chosen = torch.cat([top, bot], dim=-1)
+        is_pad = torch.cat([~padding, torch.zeros(2, 2 * SAMPLES, dtype=torch.bool)], dim=-1)
+        assert not is_pad[:, None, :].expand(-1, HEADS, -1).gather(-1, chosen).any()
+    changed = x.clone()
+    changed[~padding] = 100 * torch.randn(int((~padding).sum()), DIM, dtype=torch.float64)
+    torch.manual_seed(7)
+    first = module(x, padding_mask=padding)
+    torch.manual_seed(7)
+    second = module(changed, padding_mask=padding)
+    torch.testing.assert_close(first[padding], second[padding])
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_fewer_tokens_than_samples_work_through_the_supports(mode):
+    module = SamplingAttention(DIM, HEADS, num_samples=8, mode=mode)
+    x = torch.randn(2, 3, DIM, requires_grad=True)
+    out = module(x)
+    assert out.shape == (2, 3, DIM) and torch.isfinite(out).all()
+    out.square().sum().backward()
+    for name, param in module.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_evaluation_is_repeatable_unless_noise_is_kept(mode):
+    module = _module(mode=mode)
+    x = torch.randn(2, 10, DIM, dtype=torch.float64)
+    module.eval()
+    assert torch.equal(module(x), module(x))
+    module.eval_noise = True
+    assert not torch.equal(module(x), module(x))
+    module.eval_noise = False
+    module.train()
+    assert not torch.equal(module(x), module(x))
+
+
+def test_filter_matrix_is_the_operator_on_the_tokens_values():
+    for mode in ("soft", "hard"):
+        module = _module(mode=mode).eval()
+        with torch.no_grad():
+            module.support_values.zero_()  # then the supports add nothing to the output
+        x = torch.randn(2, 7, DIM, dtype=torch.float64)
+        padding = torch.tensor([[True] * 7, [True] * 5 + [False] * 2])
+        context = AttentionContext(output_attentions=True)
+        out = module(x, padding_mask=padding, context=context)
+        operator = context.attention_maps[0].filter
+        _, _, v = module.project_qkv(x)
+        torch.testing.assert_close(out, module.proj(_merge(operator @ v)))
+        assert (operator.sum(-1) <= 1 + 1e-12).all()
+        assert torch.equal(operator[1, :, :, 5:], torch.zeros(HEADS, 7, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_nothing_quadratic_is_allocated_and_memory_grows_linearly(mode):
+    module = SamplingAttention(DIM, HEADS, num_samples=16, mode=mode)
+    largest = {}
+    for length in (4096, 8192):
+        x = torch.randn(1, length, DIM, requires_grad=True)
+        with LargestAllocation() as recorder:
+            module(x).square().mean().backward()
+        assert recorder.largest < length * length, recorder.op
+        largest[length] = recorder.largest
+    assert largest[8192] <= 2 * largest[4096]
+
+
+def test_samsa_options_through_the_registry():
+    module = build_attention("samsa", DIM, HEADS, num_samples=5, mode="hard", temperature=0.5)
+    assert isinstance(module, SamplingAttention)
+    assert module.support_keys.shape == (HEADS, 10, HEAD_DIM)
+    assert module.support_scores.shape == (HEADS, 10)
+
+
+def test_invalid_use_is_rejected():
+    with pytest.raises(ValueError, match="non-causal only"):
+        SamplingAttention(DIM, HEADS, causal=True)
+    with pytest.raises(ValueError, match=r"mode must be one of \('soft', 'hard'\)"):
+        SamplingAttention(DIM, HEADS, mode="gumbel")
+    with pytest.raises(ValueError, match="num_samples"):
+        SamplingAttention(DIM, HEADS, num_samples=0)
+    with pytest.raises(ValueError, match="temperature"):
+        SamplingAttention(DIM, HEADS, temperature=0)
+    module = SamplingAttention(DIM, HEADS, num_samples=2)
+    with pytest.raises(ValueError, match="padding_mask"):
+        module(torch.randn(1, 4, DIM), attn_mask=torch.ones(4, 4, dtype=torch.bool))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_tiny_samsa_model_overfits_a_fixed_batch(mode):
+    assert overfit_ratio("samsa", {"num_samples": 4, "mode": mode}) <= 0.1
+
+
+def test_hard_evaluation_is_one_top_k_and_a_gather():
+    module = SamplingAttention(DIM, HEADS, num_samples=5, mode="hard").eval()
+    x = torch.randn(2, 11, DIM)
+
+    class Ops(LargestAllocation):
+        def __init__(self):
+            super().__init__()
+            self.names, self.shapes = [], []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.names.append(func.overloadpacket.__name__)
+            self.shapes += [tuple(t.shape) for t in (out if isinstance(out, tuple) else (out,))
+                            if isinstance(t, torch.Tensor)]
+            return out
+
+    with Ops() as recorder:
+        module(x)
+    assert recorder.names.count("topk") == 1 and "gather" in recorder.names
+    assert not any(shape[-2:] == (5, 5) for shape in recorder.shapes if len(shape) >= 2)
+    module.train()
+    with Ops() as recorder:
+        module(x)
+    assert any(shape[-2:] == (5, 5) for shape in recorder.shapes if len(shape) >= 2)
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_samsa_trains_under_autocast(mode):
+    module = SamplingAttention(DIM, HEADS, num_samples=4, mode=mode)
+    x = torch.randn(2, 9, DIM)
+    padding = torch.tensor([[True] * 9, [True] * 2 + [False] * 7])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = module(x, padding_mask=padding)
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    out.float().square().sum().backward()
+    assert torch.isfinite(module.support_scores.grad).all()
+    assert module.importance.head.weight.grad.abs().sum() > 0
