@@ -1,0 +1,82 @@
+"""``patch`` / ``unpatch``: GFSA, NeuTRENO or layer fusion on a pretrained model, in place."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from torch import nn
+
+from .huggingface import TESTED_MODELS, is_huggingface_model, patch_huggingface, unpatch_huggingface
+from .options import parse_patch_spec
+from .state import get_patch_state
+from .timm_vit import SUPPORTED as TIMM_SUPPORTED
+from .timm_vit import is_timm_vision_transformer, patch_timm
+
+__all__ = ["patch", "unpatch"]
+
+ModelT = TypeVar("ModelT", bound=nn.Module)
+
+
+def patch(model: ModelT, method: str, **options: Any) -> ModelT:
+    """Turn a pretrained model's attention into GFSA and/or NeuTRENO, or fuse its layers.
+
+    The model is changed in place and returned. At init it computes what it computed before
+    (GFSA starts as plain attention, ``concat`` fusion as the last layer); the new parameters are
+    registered on the patched modules (optimisers and ``state_dict`` see them), kept out of
+    weight decay, and listed by :func:`patched_parameters`.
+
+    Args:
+        model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
+            ``AttentionInterface`` (BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style, …), or a
+            timm ``VisionTransformer`` (ViT, DeiT).
+        method: ``"gfsa"``, ``"neutreno"``, ``"gfsa+neutreno"`` or ``"fusion"`` (encoders).
+        **options: per method (METHODS.md):
+            ``K=3`` GFSA's order; ``learn=("w0", "w1", "wK")`` the learned GFSA coefficients;
+            ``lam=0.6`` NeuTRENO's λ; ``layers=None`` 0-based indices of the layers that use the
+            method (all when None; NeuTRENO's first layer always provides V⁰);
+            ``mode="gate"`` the fusion (``"concat"``, ``"max"`` or ``"gate"``).
+
+    Returns:
+        ``model``.
+
+    Raises:
+        ValueError: for an unknown method or option, a bad value, an unsupported model, or a
+            model that is already patched.
+        ImportError: for a ``transformers`` older than the supported versions.
+    """
+    spec = parse_patch_spec(method, options)
+    state = get_patch_state(model)
+    if state is not None:
+        raise ValueError(
+            f"the model is already patched with {state.spec.method!r}; call unpatch(model) first"
+        )
+    if is_huggingface_model(model):
+        patch_huggingface(model, spec)
+    elif is_timm_vision_transformer(model):
+        patch_timm(model, spec)
+    else:
+        raise ValueError(
+            f"cannot patch a {type(model).__name__}; supported: Hugging Face transformers models "
+            f"({TESTED_MODELS}, or any whose attention goes through AttentionInterface) and "
+            f"{TIMM_SUPPORTED}"
+        )
+    return model
+
+
+def unpatch(model: ModelT) -> ModelT:
+    """Undo :func:`patch`: the original modules and attention implementation come back.
+
+    Weights the patched model shares with the original (all pretrained ones) keep whatever they
+    learned; the parameters the patch added are dropped.
+
+    Raises:
+        ValueError: if ``model`` is not patched.
+    """
+    state = get_patch_state(model)
+    if state is None:
+        raise ValueError(f"the {type(model).__name__} is not patched; nothing to undo")
+    if state.backend == "transformers":
+        unpatch_huggingface(state)
+    else:
+        state.undo()
+    return model

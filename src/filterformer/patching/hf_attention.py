@@ -1,0 +1,283 @@
+"""The attention function a patched Hugging Face model runs, and the state it keeps per layer.
+
+``transformers`` hands every attention call to a function registered in its
+``AttentionInterface``, with the calling module and its ``q``, ``k``, ``v`` (already rotated and
+cached). Registering :func:`filterformer_attention` under :data:`ATTENTION_NAME`, with
+``transformers``' SDPA masks under the same name, patches any model that routes its attention
+through that interface, without copying model code. A module's GFSA coefficients live in its
+:class:`HuggingFaceAttentionPatch` child, so optimisers and ``state_dict`` see them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention.gfsa import GFSA_COEFFICIENTS
+from ..functional import attend, attention_matrix, attention_powers, gfsa_combine, gfsa_filter
+from ..functional import neutreno as neutreno_term
+from .state import PatchContext, PatchState, PowerCache
+
+__all__ = [
+    "ATTENTION_NAME",
+    "PATCH_ATTRIBUTE",
+    "HuggingFaceAttentionPatch",
+    "filterformer_attention",
+    "register_attention_function",
+]
+
+#: The name under which the attention function and its masks are registered in ``transformers``.
+ATTENTION_NAME = "filterformer"
+#: The child module of a patched attention module that holds its patch.
+PATCH_ATTRIBUTE = "filterformer"
+#: Attention-function arguments of model features the patched kernels do not implement.
+UNSUPPORTED_ARGUMENTS = ("softcap", "s_aux", "position_bias", "cache")
+
+
+class HuggingFaceAttentionPatch(nn.Module):
+    """Filterformer's part of one Hugging Face attention module.
+
+    Args:
+        state: the model's patch state.
+        layer: the layer this module computes, or None when one module serves several layers
+            (ALBERT), whose calls are then counted in order.
+        num_heads: query heads h; GFSA's coefficients are per query head.
+        gfsa: whether this module gets GFSA coefficients ``w0, w1, wK`` of shape ``(h,)``,
+            initialised to 0, 1, 0 (plain attention), learned where ``state.spec.learn`` says.
+        like: a parameter of the module, whose dtype and device the coefficients take.
+    """
+
+    def __init__(
+        self, state: PatchState, layer: int | None, num_heads: int, *, gfsa: bool, like: Tensor
+    ) -> None:
+        super().__init__()
+        self.state = state
+        self.layer = layer
+        self.num_heads = num_heads
+        self.has_gfsa = gfsa
+        if gfsa:
+            for name, value in GFSA_COEFFICIENTS.items():
+                init = torch.full((num_heads,), value, dtype=like.dtype, device=like.device)
+                if name in state.spec.learn:
+                    self.register_parameter(name, nn.Parameter(init))
+                else:
+                    self.register_buffer(name, init)
+
+    def layer_index(self, context: PatchContext) -> int:
+        """The layer this call computes (counting calls where the module is shared)."""
+        if self.layer is not None:
+            return self.layer
+        index = context.calls
+        context.calls += 1
+        if index >= self.state.num_layers:
+            raise ValueError(
+                f"a shared attention module ran more than the model's {self.state.num_layers} "
+                "layers in one forward pass; call the patched model itself, without gradient "
+                "checkpointing"
+            )
+        return index
+
+    def extra_repr(self) -> str:
+        spec = self.state.spec
+        text = f"method={spec.method!r}, layer={self.layer}, num_heads={self.num_heads}"
+        if self.has_gfsa:
+            text += f", K={spec.K}, learn={spec.learn}"
+        if spec.uses_neutreno:
+            text += f", lam={spec.lam}"
+        return text
+
+
+def register_attention_function() -> None:
+    """Register :func:`filterformer_attention` and SDPA-style masks under ``ATTENTION_NAME``."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(ATTENTION_NAME, filterformer_attention)
+    # SDPA's masks: boolean (True = attend), or None when a causal flag or nothing will do.
+    AttentionMaskInterface.register(ATTENTION_NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+
+
+def _sdpa_attention(
+    module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor | None]:
+    """``transformers``' own SDPA attention, for layers the patch leaves as they are."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, **kwargs)
+
+
+def _repeat_heads(x: Tensor, repeats: int) -> Tensor:
+    """``(B, h_kv, S, d)`` -> ``(B, h_kv·repeats, S, d)``: each key/value head serves its group
+    of query heads (grouped-query attention)."""
+    return x if repeats == 1 else x.repeat_interleave(repeats, dim=1)
+
+
+def filterformer_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    is_causal: bool | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor | None]:
+    """GFSA and/or NeuTRENO in the signature of ``transformers``' attention functions.
+
+    Args:
+        module: the calling attention module; its :class:`HuggingFaceAttentionPatch` child says
+            what to do. A module without one (an unpatched model sharing the config) gets
+            ``transformers``' SDPA attention.
+        query: ``(B, h, L, d)``.
+        key: ``(B, h_kv, S, d)``, with every cached position; h is a multiple of h_kv.
+        value: ``(B, h_kv, S, d_v)``.
+        attention_mask: SDPA-style mask broadcastable to ``(B, h, L, S)`` (bool, True = attend,
+            or additive), or None.
+        dropout: attention dropout. GFSA's two fused calls cannot share dropped probabilities,
+            so GFSA layers drop their filtered output instead.
+        scaling: score scale; ``1/sqrt(d)`` when None.
+        is_causal: causal masking when no mask is given; the module's ``is_causal`` when None.
+        **kwargs: the model's other arguments (``output_attentions`` returns the explicit maps).
+
+    Returns:
+        ``(B, L, h, d_v)`` outputs, and the ``(B, h, L, S)`` operator applied to V (``H̃`` for
+        GFSA layers without past keys, ``Ā`` otherwise) when ``output_attentions`` is set, else
+        None.
+    """
+    patch = module._modules.get(PATCH_ATTRIBUTE)
+    if not isinstance(patch, HuggingFaceAttentionPatch):
+        return _sdpa_attention(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+            is_causal=is_causal, **kwargs,
+        )
+    spec, context = patch.state.spec, patch.state.context
+    layer = patch.layer_index(context)
+    query_len, key_len = query.shape[-2], key.shape[-2]
+    values_now = value[..., key_len - query_len :, :]  # V at the positions being computed
+    if spec.uses_neutreno and layer == 0:
+        context.first_values = values_now
+    use_gfsa = patch.has_gfsa and spec.selects(layer)
+    use_neutreno = spec.uses_neutreno and layer > 0 and spec.selects(layer)
+    want_maps = bool(kwargs.get("output_attentions"))
+    if not (use_gfsa or use_neutreno or want_maps):
+        return _sdpa_attention(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+            is_causal=is_causal, **kwargs,
+        )
+    unsupported = [name for name in UNSUPPORTED_ARGUMENTS if kwargs.get(name) is not None]
+    if unsupported:
+        raise ValueError(
+            f"{type(module).__name__} passes {unsupported} to its attention function; patched "
+            "layers support plain softmax attention with masks, causal or not, and grouped-query "
+            "attention"
+        )
+    if query.shape[1] % key.shape[1]:
+        raise ValueError(
+            f"query heads ({query.shape[1]}) must be a multiple of key/value heads "
+            f"({key.shape[1]})"
+        )
+    repeats = query.shape[1] // key.shape[1]
+    key, value = _repeat_heads(key, repeats), _repeat_heads(value, repeats)
+    causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    # A mask, when given, already holds causality (and padding); without one, the flag does.
+    causal = bool(causal) and attention_mask is None
+    if use_gfsa:
+        out = _graph_filter(
+            patch, context, layer, query, key, value, attention_mask, causal, scaling, dropout
+        )
+    else:
+        out = attend(
+            query, key, value, attn_mask=attention_mask, is_causal=causal, dropout_p=dropout,
+            scale=scaling,
+        )
+    if use_neutreno:
+        out = neutreno_term(
+            out, _repeat_heads(values_now, repeats),
+            _repeat_heads(_first_values(context, values_now), repeats), spec.lam,
+        )
+    maps = None
+    if want_maps:
+        maps = attention_matrix(
+            query, key, attn_mask=attention_mask, is_causal=causal, scale=scaling
+        )
+        if use_gfsa and query_len == key_len:
+            maps = gfsa_filter(maps, patch.w0, patch.w1, patch.wK, K=spec.K)
+    return out.to(query.dtype).transpose(1, 2).contiguous(), maps
+
+
+def _first_values(context: PatchContext, values_now: Tensor) -> Tensor:
+    """NeuTRENO's V⁰ at the current positions, ``(B, h_kv, L, d)``."""
+    first = context.first_values
+    if first is None or first.shape != values_now.shape:
+        raise ValueError(
+            "NeuTRENO needs V⁰, the first attention layer's values of the same forward pass, at "
+            "the same positions; call the patched model itself (not one of its layers) and do "
+            "not use gradient checkpointing"
+        )
+    return first
+
+
+def _graph_filter(
+    patch: HuggingFaceAttentionPatch,
+    context: PatchContext,
+    layer: int,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    causal: bool,
+    scaling: float | None,
+    dropout: float,
+) -> Tensor:
+    """GFSA's ``H̃V`` (METHODS.md §1) at the query positions, ``(B, h, L, d_v)``.
+
+    While decoding, ``Ā²V`` at the new positions needs ``ĀV`` at every past position: it is kept
+    per layer in ``context.powers``, which travels with the model's decoding cache.
+    """
+    query_len, key_len = query.shape[-2], key.shape[-2]
+    store = _power_store(context, layer, query_len, key_len, key)
+    store.last_key = key[..., -1:, :].detach().clone()
+    powers = attention_powers(
+        query, key, value, 2, attn_mask=attention_mask, is_causal=causal, scale=scaling,
+        extend=lambda n, power: store.append_signal(f"power{n}", power),
+    )
+    spec = patch.state.spec
+    out = gfsa_combine(
+        value[..., key_len - query_len :, :], powers[0], powers[1], patch.w0, patch.w1, patch.wK,
+        K=spec.K,
+    )
+    return F.dropout(out, dropout, training=dropout > 0)
+
+
+def _power_store(
+    context: PatchContext, layer: int, query_len: int, key_len: int, key: Tensor
+) -> PowerCache:
+    """This layer's store of ``ĀV``: fresh for a pass without past keys, else the cached one,
+    checked to cover exactly the past positions."""
+    if query_len == key_len:
+        context.powers[layer] = PowerCache()
+        return context.powers[layer]
+    past = key_len - query_len
+    store = context.powers.get(layer)
+    cached = store.signals.get("power1") if store is not None else None
+    cached_len = 0 if cached is None else cached.shape[-2]
+    last_key = None if store is None else store.last_key
+    same_past = (
+        cached_len == past
+        and last_key is not None
+        and torch.equal(last_key, key[..., past - 1 : past, :])
+    )
+    if not same_past:
+        raise ValueError(
+            f"GFSA layer {layer} is decoding {query_len} new position(s) after {past} cached ones, "
+            f"but holds ĀV for {cached_len} positions of that cache. Decode with the cache the "
+            "patched model returned (greedy or sampled generate(), or your own loop) and leave it "
+            "unreordered and uncropped (no beam search or assisted decoding), or pass "
+            "use_cache=False"
+        )
+    return store

@@ -1,0 +1,264 @@
+"""Patch Hugging Face ``transformers`` models through their attention-function interface.
+
+No model code is copied: every attention module that calls ``ALL_ATTENTION_FUNCTIONS`` gets a
+:class:`~filterformer.patching.hf_attention.HuggingFaceAttentionPatch` child, and the model's
+attention implementation is switched to :data:`~filterformer.patching.hf_attention.ATTENTION_NAME`
+(``unpatch`` switches it back). A forward pre-hook on the base model starts each pass's context
+(NeuTRENO's V⁰) and ties GFSA's cached ``ĀV`` to the model's decoding cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import inspect
+import sys
+from typing import Any
+
+from torch import nn
+
+from .fusion import attach_fusion
+from .hf_attention import (
+    ATTENTION_NAME,
+    PATCH_ATTRIBUTE,
+    HuggingFaceAttentionPatch,
+    register_attention_function,
+)
+from .options import PatchSpec
+from .state import PatchState, get_patch_state
+
+__all__ = [
+    "MIN_TRANSFORMERS_VERSION",
+    "attention_modules",
+    "check_transformers_version",
+    "is_huggingface_model",
+    "patch_huggingface",
+    "transformers_version",
+    "unpatch_huggingface",
+]
+
+#: The oldest ``transformers`` whose attention and mask interfaces the patch relies on.
+MIN_TRANSFORMERS_VERSION = "5.0.0"
+#: Where GFSA's per-layer ``ĀV`` rides along on a ``transformers`` decoding cache.
+CACHE_ATTRIBUTE = "_filterformer_powers"
+#: The model families the patch is tested on (any model using the interface works).
+TESTED_MODELS = "BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style (grouped-query attention)"
+
+
+def is_huggingface_model(model: nn.Module) -> bool:
+    """Whether ``model`` is a ``transformers.PreTrainedModel`` (without importing transformers)."""
+    transformers = sys.modules.get("transformers")
+    return transformers is not None and isinstance(model, transformers.PreTrainedModel)
+
+
+def transformers_version() -> str:
+    """The installed ``transformers`` version."""
+    try:
+        return importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:  # e.g. a source tree on the path
+        import transformers
+
+        return transformers.__version__
+
+
+def check_transformers_version() -> None:
+    """Raise ImportError naming the supported versions when ``transformers`` is too old."""
+    from packaging.version import Version
+
+    found = transformers_version()
+    if Version(found) < Version(MIN_TRANSFORMERS_VERSION):
+        raise ImportError(
+            f"patching Hugging Face models needs transformers>={MIN_TRANSFORMERS_VERSION} (its "
+            f"attention and mask interfaces); found {found}. Upgrade with "
+            f"pip install -U 'transformers>={MIN_TRANSFORMERS_VERSION}'"
+        )
+
+
+@functools.cache
+def _routes_through_interface(cls: type) -> bool:
+    """Whether ``cls.forward`` dispatches to ``transformers``' attention-function interface."""
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        return False
+    return "ALL_ATTENTION_FUNCTIONS" in source
+
+
+def attention_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The self-attention modules of ``model`` that use the interface, in depth order."""
+    found = []
+    for name, module in model.named_modules():
+        if not _routes_through_interface(type(module)):
+            continue
+        cross = getattr(module, "is_cross_attention", False) or "cross" in name.lower()
+        if not cross and "Cross" not in type(module).__name__:
+            found.append((name, module))
+    return found
+
+
+def _query_heads(module: nn.Module, config: Any) -> int:
+    for attribute in ("num_heads", "num_attention_heads"):
+        heads = getattr(module, attribute, None)
+        if isinstance(heads, int):
+            return heads
+    heads = getattr(getattr(module, "config", config), "num_attention_heads", None)
+    if not isinstance(heads, int):
+        raise ValueError(f"cannot tell how many heads {type(module).__name__} has")
+    return heads
+
+
+def _enclosing_layer(model: nn.Module, name: str) -> nn.Module:
+    """The element of the nearest ``ModuleList`` above the module called ``name``."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if isinstance(model.get_submodule(".".join(parts[: end - 1])), nn.ModuleList):
+            return model.get_submodule(".".join(parts[:end]))
+    raise ValueError(f"the attention module {name!r} is not inside a list of layers")
+
+
+def _check_model(model: nn.Module) -> None:
+    config = model.config
+    if any(getattr(config, flag, False) for flag in ("is_encoder_decoder", "add_cross_attention")):
+        raise ValueError(
+            f"{type(model).__name__} has cross-attention; patching supports self-attention "
+            f"models ({TESTED_MODELS}, or any model whose attention goes through transformers' "
+            "AttentionInterface)"
+        )
+    if not hasattr(model, "set_attn_implementation"):
+        raise ValueError(f"{type(model).__name__} cannot switch its attention implementation")
+
+
+def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
+    """Patch a ``transformers.PreTrainedModel`` in place.
+
+    Raises:
+        ImportError: when ``transformers`` is older than :data:`MIN_TRANSFORMERS_VERSION`.
+        ValueError: for models without interface-based self-attention, cross-attention
+            models, layer indices the model lacks, or fusion on a causal model.
+    """
+    check_transformers_version()
+    _check_model(model)
+    modules = attention_modules(model)
+    if not modules:
+        raise ValueError(
+            f"{type(model).__name__} has no attention module that goes through transformers' "
+            f"AttentionInterface; supported: {TESTED_MODELS}, and any model that does"
+        )
+    num_layers = getattr(model.config, "num_hidden_layers", None) or len(modules)
+    if len(modules) > num_layers:
+        raise ValueError(
+            f"{type(model).__name__} has {len(modules)} attention modules for {num_layers} "
+            "layers; patching supports one attention module per layer, or modules shared by "
+            "several layers (ALBERT)"
+        )
+    spec.check_layers(num_layers)
+    state = PatchState(spec, "transformers", model, num_layers)
+    state.shared_layers = len(modules) < num_layers
+    state.check_checkpointing(_checkpointing(model))
+    base = model.base_model
+    state.attach(model)
+    state.attach(base)
+    try:
+        state.add_hook(base.register_forward_pre_hook(_start_forward, with_kwargs=True))
+        state.add_hook(base.register_forward_hook(_finish_forward))
+        if spec.uses_fusion:
+            _patch_fusion(model, state, modules)
+        else:
+            _patch_attention(model, state, modules)
+    except Exception:
+        _restore_attention(state)
+        state.undo()
+        raise
+    return state
+
+
+def _patch_attention(model: nn.Module, state: PatchState, modules: list) -> None:
+    spec = state.spec
+    register_attention_function()
+    for index, (_, module) in enumerate(modules):
+        layer = None if state.shared_layers else index
+        gfsa = spec.uses_gfsa and (state.shared_layers or spec.selects(index))
+        patch = HuggingFaceAttentionPatch(
+            state, layer, _query_heads(module, model.config), gfsa=gfsa,
+            like=next(module.parameters()),
+        )
+        state.add_submodule(module, PATCH_ATTRIBUTE, patch)
+        state.add_parameters(patch)
+    state.restore["attn_implementation"] = [
+        (sub, sub.config._attn_implementation)
+        for sub in model.modules()
+        if hasattr(sub, "set_attn_implementation") and hasattr(sub, "config")
+    ]
+    model.set_attn_implementation(ATTENTION_NAME)
+    stuck = sorted({
+        type(module).__name__
+        for _, module in modules
+        if getattr(getattr(module, "config", model.config), "_attn_implementation", None)
+        != ATTENTION_NAME
+    })
+    if stuck:
+        raise ValueError(
+            f"{type(model).__name__} did not switch {stuck} to the patched attention function; "
+            f"supported: {TESTED_MODELS}, and any model whose attention goes through "
+            "transformers' AttentionInterface"
+        )
+
+
+def _patch_fusion(model: nn.Module, state: PatchState, modules: list) -> None:
+    causal = getattr(model.config, "is_decoder", False) or any(
+        getattr(module, "is_causal", False) for _, module in modules
+    )
+    if causal:
+        raise ValueError(
+            f"fusion is for encoders (BERT, RoBERTa, ALBERT, ViT, …); {type(model).__name__} "
+            "is causal"
+        )
+    layers = [_enclosing_layer(model, name) for name, _ in modules]
+    attach_fusion(
+        state, model, layers, model.config.hidden_size, like=next(model.parameters())
+    )
+
+
+def _restore_attention(state: PatchState) -> None:
+    for sub, implementation in state.restore.pop("attn_implementation", []):
+        if sub.config._attn_implementation != implementation:
+            sub.set_attn_implementation(implementation)
+
+
+def unpatch_huggingface(state: PatchState) -> None:
+    """Restore the attention implementation, then remove everything the patch added."""
+    _restore_attention(state)
+    state.undo()
+
+
+def _checkpointing(model: nn.Module) -> bool:
+    """Whether gradient (activation) checkpointing is on, under either name transformers used."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name):
+            return bool(getattr(model, name))
+    return False
+
+
+def _start_forward(module: nn.Module, args: tuple, kwargs: dict) -> None:
+    state = get_patch_state(module)
+    state.check_checkpointing(module.training and _checkpointing(module))
+    cache = kwargs.get("past_key_values")
+    powers = getattr(cache, CACHE_ATTRIBUTE, None)
+    state.start_forward(powers)
+    if cache is not None and powers is None:
+        _keep_powers(cache, state.context.powers)
+
+
+def _finish_forward(module: nn.Module, args: tuple, output: Any) -> None:
+    state = get_patch_state(module)
+    cache = getattr(output, "past_key_values", None)
+    if cache is not None and getattr(cache, CACHE_ATTRIBUTE, None) is None:
+        _keep_powers(cache, state.context.powers)
+    state.start_forward()  # let go of this pass's tensors
+
+
+def _keep_powers(cache: Any, powers: dict) -> None:
+    # A cache that takes no attributes: GFSA layers will say so when decoding with it.
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(cache, CACHE_ATTRIBUTE, powers)

