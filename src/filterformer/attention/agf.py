@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -65,18 +67,13 @@ class AttentiveGraphFilterAttention(AttentionBase):
         self,
         dim: int,
         num_heads: int = 8,
-        qkv_bias: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        *,
+        *base_args: Any,
         K: int = 5,
         basis: str = "jacobi",
         a: float = 1.0,
         b: float = 1.0,
         orthogonality_weight: float = 0.01,
-        causal: bool = False,
-        neutreno_lambda: float = 0.0,
-        neutreno_learnable: bool = False,
+        **base_options: Any,
     ) -> None:
         if basis not in POLYNOMIAL_BASES:
             raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
@@ -87,16 +84,13 @@ class AttentiveGraphFilterAttention(AttentionBase):
         a, b = _BASIS_PARAMETERS.get(basis, (float(a), float(b)))
         if not orthogonality_weight >= 0:
             raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
-        super().__init__(
-            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
-            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
-        )
+        super().__init__(dim, num_heads, *base_args, **base_options)
         self.K = K
         self.basis = basis
         self.a, self.b = a, b
         self.orthogonality_weight = float(orthogonality_weight)
         # W_Σ: the singular values' projection, one per layer like W_U (q) and W_V (k).
-        self.singular_values = nn.Linear(dim, dim, bias=qkv_bias)
+        self.singular_values = nn.Linear(dim, dim, bias=self.qkv.bias is not None)
         self.p = exclude_from_weight_decay(nn.Parameter(torch.zeros(K)))
 
     @property

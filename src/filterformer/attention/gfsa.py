@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -50,21 +51,16 @@ class GraphFilterAttention(AttentionBase):
         self,
         dim: int,
         num_heads: int = 8,
-        qkv_bias: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        *,
+        *base_args: Any,
         K: int = 3,
         learn: Iterable[str] = ("w0", "w1", "wK"),
         exact_power: bool = False,
         base: str = "softmax",
-        causal: bool = False,
-        neutreno_lambda: float = 0.0,
-        neutreno_learnable: bool = False,
+        **base_options: Any,
     ) -> None:
         if base not in GFSA_BASES:
             raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
-        if base == "efficient" and causal:
+        if base == "efficient" and base_options.get("causal", False):
             raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
         learn = (learn,) if isinstance(learn, str) else tuple(learn)
         unknown = set(learn) - set(GFSA_COEFFICIENTS)
@@ -73,10 +69,7 @@ class GraphFilterAttention(AttentionBase):
                 f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; "
                 f"got {sorted(unknown)}"
             )
-        super().__init__(
-            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
-            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
-        )
+        super().__init__(dim, num_heads, *base_args, **base_options)
         self.K = check_order(K)
         self.exact_power = exact_power
         self.base = base

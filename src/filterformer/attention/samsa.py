@@ -5,6 +5,8 @@ METHODS.md §4.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -79,18 +81,13 @@ class SamplingAttention(AttentionBase):
         self,
         dim: int,
         num_heads: int = 8,
-        qkv_bias: bool = False,
-        attn_drop: float = 0.0,
-        proj_drop: float = 0.0,
-        *,
+        *base_args: Any,
         num_samples: int = 32,
         mode: str = "soft",
         temperature: float = 1.0,
         eval_noise: bool = False,
         score_hidden_dim: int | None = None,
-        causal: bool = False,
-        neutreno_lambda: float = 0.0,
-        neutreno_learnable: bool = False,
+        **base_options: Any,
     ) -> None:
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise ValueError(f"num_samples must be an integer >= 1; got {num_samples!r}")
@@ -98,10 +95,7 @@ class SamplingAttention(AttentionBase):
             raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
-        super().__init__(
-            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
-            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
-        )
+        super().__init__(dim, num_heads, *base_args, **base_options)
         self.num_samples = num_samples
         self.mode = mode
         self.temperature = float(temperature)

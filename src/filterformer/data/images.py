@@ -21,7 +21,7 @@ from torch import Tensor
 from .datasets import SequenceDataset, collate_sequences
 from .idx import read_idx
 from .sources import MissingSourceError, debian_fetch_command, debian_path, require_module
-from .splits import carve_validation, split_indices, subsample
+from .splits import carve_validation, subsample, three_way_split
 from .task import TaskData
 
 __all__ = [
@@ -208,14 +208,9 @@ def load_digits_task(
     digits = load_digits()
     images = digits.images.astype(np.uint8)  # integers 0..16 stored as floats
     labels = digits.target.astype(np.int64)
-    train_share = 1.0 - validation_fraction - test_fraction
-    if not (0 < validation_fraction < 1 and 0 < test_fraction < 1 and train_share > 0):
-        raise ValueError("validation_fraction and test_fraction must be in (0, 1) with a sum "
-                         f"below 1; got {validation_fraction} and {test_fraction}")
-    train, validation, test = split_indices(
-        len(labels), [train_share, validation_fraction, test_fraction], labels
+    train, validation, test = three_way_split(
+        labels, validation_fraction, test_fraction, num_train, seed
     )
-    train = subsample(train, num_train, seed)
     return _image_task("digits", images, labels, {"train": train, "validation": validation,
                                                    "test": test}, patch_size, 16.0,
                        {"class_names": [str(d) for d in range(10)], "seed": seed})

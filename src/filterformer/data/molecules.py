@@ -26,7 +26,7 @@ from ..graphs import Graph, collate_graphs
 from .cache import cache_root, cached_arrays
 from .datasets import ItemDataset
 from .sources import MissingSourceError, find_package_dir, require_module
-from .splits import split_indices, subsample
+from .splits import check_split_fractions, three_way_split
 from .task import TaskData
 
 if TYPE_CHECKING:
@@ -238,10 +238,7 @@ def load_b3db(
         test_fraction: share of the molecules held out for the final test.
         cache_dir: cache root; the featurised graphs are stored there after the first load.
     """
-    train_share = 1.0 - validation_fraction - test_fraction
-    if not (0 < validation_fraction < 1 and 0 < test_fraction < 1 and train_share > 0):
-        raise ValueError("validation_fraction and test_fraction must be in (0, 1) with a sum "
-                         f"below 1; got {validation_fraction} and {test_fraction}")
+    check_split_fractions(validation_fraction, test_fraction)
     rows = read_b3db(path)
     digest = hashlib.sha1(repr(rows).encode()).hexdigest()[:16]
     cache_path = cache_root(cache_dir) / "b3db" / f"b3db-graphs-v{_FEATURES_VERSION}-{digest}.npz"
@@ -249,10 +246,9 @@ def load_b3db(
     graphs = _graphs_from_arrays(arrays)
     unreadable = [rows[i][0] for i in arrays["unreadable"]]
     labels = np.array([g.label for g in graphs], dtype=np.int64)
-    train, validation, test = split_indices(
-        len(graphs), [train_share, validation_fraction, test_fraction], labels
+    train, validation, test = three_way_split(
+        labels, validation_fraction, test_fraction, num_train, seed
     )
-    train = subsample(train, num_train, seed)
     splits = {split: ItemDataset([graphs[i] for i in idx])
               for split, idx in {"train": train, "validation": validation, "test": test}.items()}
     return TaskData(

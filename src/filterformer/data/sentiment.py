@@ -29,7 +29,7 @@ from .sources import (
     read_nested_tar_member,
     require_module,
 )
-from .splits import split_indices, subsample
+from .splits import three_way_split
 from .task import TaskData
 
 __all__ = [
@@ -110,14 +110,9 @@ def _sentiment_task(
     rows = [row for row in read_movie_snippets(path, cache_dir) if row[1] != 0.0]
     texts = [text for _, _, text in rows]
     labels = np.array([1 if rating > 0 else 0 for _, rating, _ in rows], dtype=np.int64)
-    train_share = 1.0 - validation_fraction - test_fraction
-    if not (0 < validation_fraction < 1 and 0 < test_fraction < 1 and train_share > 0):
-        raise ValueError("validation_fraction and test_fraction must be in (0, 1) with a sum "
-                         f"below 1; got {validation_fraction} and {test_fraction}")
-    train, validation, test = split_indices(
-        len(labels), [train_share, validation_fraction, test_fraction], labels
+    train, validation, test = three_way_split(
+        labels, validation_fraction, test_fraction, num_train, seed
     )
-    train = subsample(train, num_train, seed)
     ids = encode(texts)
     sequences = [torch.tensor(s, dtype=torch.long) for s in ids]
     splits = {

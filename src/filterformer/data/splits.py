@@ -10,7 +10,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["SPLIT_SEED", "carve_validation", "split_indices", "subsample"]
+__all__ = [
+    "SPLIT_SEED",
+    "carve_validation",
+    "check_split_fractions",
+    "split_indices",
+    "subsample",
+    "three_way_split",
+]
 
 SPLIT_SEED = 0
 
@@ -77,3 +84,33 @@ def subsample(indices: np.ndarray, size: int | None, seed: int) -> np.ndarray:
         raise ValueError(f"num_train must be a positive integer or None; got {size}")
     chosen = np.random.default_rng(seed).choice(len(indices), size=size, replace=False)
     return indices[np.sort(chosen)]
+
+
+def check_split_fractions(validation_fraction: float, test_fraction: float) -> float:
+    """Validate the held-out shares of a source without splits; return the training share."""
+    train_share = 1.0 - validation_fraction - test_fraction
+    if not (0 < validation_fraction < 1 and 0 < test_fraction < 1 and train_share > 0):
+        raise ValueError(
+            "validation_fraction and test_fraction must be in (0, 1) with a sum below 1; "
+            f"got {validation_fraction} and {test_fraction}"
+        )
+    return train_share
+
+
+def three_way_split(
+    labels: Sequence[int] | np.ndarray,
+    validation_fraction: float,
+    test_fraction: float,
+    num_train: int | None,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stratified (train, validation, test) indices for a source with no splits of its own.
+
+    The partition uses :data:`SPLIT_SEED`, so validation and test never depend on ``seed``;
+    ``seed`` only draws the ``num_train`` training subset (all of it when None).
+    """
+    train_share = check_split_fractions(validation_fraction, test_fraction)
+    train, validation, test = split_indices(
+        len(labels), [train_share, validation_fraction, test_fraction], labels
+    )
+    return subsample(train, num_train, seed), validation, test

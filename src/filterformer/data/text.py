@@ -23,6 +23,7 @@ import torch
 
 from .datasets import LanguageModelingDataset, collate_sequences
 from .sources import MissingSourceError, debian_fetch_command, debian_path, require_module
+from .splits import check_split_fractions
 from .task import TaskData
 
 __all__ = [
@@ -154,10 +155,7 @@ def load_text_lm(
         raise ValueError(f"level must be one of {LEVELS}; got {level!r}")
     if corpus is not None and corpus not in CORPORA:
         raise ValueError(f"corpus must be one of {CORPORA}; got {corpus!r}")
-    if not (0 < validation_fraction < 1 and 0 < test_fraction < 1
-            and validation_fraction + test_fraction < 1):
-        raise ValueError("validation_fraction and test_fraction must be in (0, 1) with a sum "
-                         f"below 1; got {validation_fraction} and {test_fraction}")
+    check_split_fractions(validation_fraction, test_fraction)
     if path is not None:
         data, source, corpus_name = read_text_path(path), str(path), None
     elif corpus is not None:

@@ -15,6 +15,29 @@ from .masks import check_qkv, revive_dead_rows, sdpa_mask
 __all__ = ["attend", "attention_matrix"]
 
 
+def _fold_masks(
+    q: Tensor,
+    k: Tensor,
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    is_causal: bool,
+    explicit_causal: bool = False,
+) -> tuple[Tensor | None, bool]:
+    batch, heads, query_len, _ = q.shape
+    return sdpa_mask(
+        batch=batch,
+        heads=heads,
+        query_len=query_len,
+        key_len=k.shape[-2],
+        dtype=q.dtype,
+        device=q.device,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        is_causal=is_causal,
+        explicit_causal=explicit_causal,
+    )
+
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -42,18 +65,7 @@ def attend(
         ``(B, h, L, d_v)``. Rows in which every key is masked are exactly 0 (never NaN).
     """
     check_qkv(q, k, v)
-    batch, heads, query_len, _ = q.shape
-    mask, is_causal = sdpa_mask(
-        batch=batch,
-        heads=heads,
-        query_len=query_len,
-        key_len=k.shape[-2],
-        dtype=q.dtype,
-        device=q.device,
-        attn_mask=attn_mask,
-        key_padding_mask=key_padding_mask,
-        is_causal=is_causal,
-    )
+    mask, is_causal = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal)
     dead = None
     if mask is not None:
         mask, dead = revive_dead_rows(mask)
@@ -80,20 +92,8 @@ def attention_matrix(
     every key is masked are 0.
     """
     check_qkv(q, k, k)
-    batch, heads, query_len, head_dim = q.shape
-    mask, _ = sdpa_mask(
-        batch=batch,
-        heads=heads,
-        query_len=query_len,
-        key_len=k.shape[-2],
-        dtype=q.dtype,
-        device=q.device,
-        attn_mask=attn_mask,
-        key_padding_mask=key_padding_mask,
-        is_causal=is_causal,
-        explicit_causal=True,
-    )
-    scores = (q @ k.transpose(-1, -2)) * (head_dim**-0.5 if scale is None else scale)
+    mask, _ = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal, explicit_causal=True)
+    scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
     dead = None
     if mask is not None:
         mask, dead = revive_dead_rows(mask)
