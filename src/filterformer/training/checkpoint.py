@@ -1,0 +1,137 @@
+"""Checkpoints: written atomically, read with ``torch.load(weights_only=True)``, checked.
+
+A checkpoint is a dict of tensors and plain Python data with a ``format`` marker. Writing goes
+to a temporary file in the same directory, is flushed to disk, then renamed over the target, so
+a crash leaves the previous checkpoint intact, never half a new one. Every way a checkpoint can
+be unusable (missing, corrupt, another kind of file, another configuration, other shapes) is a
+ValueError that names the file and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..data.cache import atomic_write
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "check_same_config",
+    "load_checkpoint",
+    "load_model_state",
+    "save_checkpoint",
+]
+
+#: Marks (and versions) the layout of a filterformer training checkpoint.
+CHECKPOINT_FORMAT = "filterformer-checkpoint-1"
+
+
+def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
+    """Write ``state`` (tensors and plain data) to ``path`` atomically and durably."""
+    path = Path(path)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            torch.save({"format": CHECKPOINT_FORMAT, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    atomic_write(path, write)
+    _fsync_directory(path.parent)
+    return path
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename itself is durable only once the directory entry is on disk (POSIX only).
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only).
+
+    Raises:
+        ValueError: when the file is missing, corrupt, or not a filterformer checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"checkpoint {path} does not exist")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # torch raises many kinds for a damaged or foreign file
+        raise ValueError(
+            f"checkpoint {path} is corrupt or not a safe filterformer checkpoint "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        found = state.get("format") if isinstance(state, dict) else type(state).__name__
+        raise ValueError(
+            f"checkpoint {path} is not a filterformer training checkpoint "
+            f"(format {found!r}, expected {CHECKPOINT_FORMAT!r})"
+        )
+    return state
+
+
+def load_model_state(model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: Any) -> None:
+    """Load ``state_dict`` into ``model``; missing, unexpected or reshaped entries raise.
+
+    Raises:
+        ValueError: naming the checkpoint file and the first mismatching parameters.
+    """
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    reshaped = [
+        f"{name}: checkpoint {tuple(state_dict[name].shape)} vs model {tuple(tensor.shape)}"
+        for name, tensor in expected.items()
+        if name in state_dict and state_dict[name].shape != tensor.shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {_first(missing)}")
+    if unexpected:
+        problems.append(f"unexpected {_first(unexpected)}")
+    if reshaped:
+        problems.append(f"shape mismatch {_first(reshaped)}")
+    if problems:
+        raise ValueError(
+            f"checkpoint {path} does not fit this model ({'; '.join(problems)}); was it saved "
+            "with another model configuration?"
+        )
+    model.load_state_dict(state_dict)
+
+
+def check_same_config(
+    saved: Mapping[str, Any], current: Mapping[str, Any], path: Any, prefix: str = ""
+) -> None:
+    """Raise ValueError naming the file and every key where two config dicts differ."""
+    differences = _differences(saved, current, prefix)
+    if differences:
+        shown = "; ".join(differences[:5]) + ("; …" if len(differences) > 5 else "")
+        raise ValueError(f"{path} was saved with another configuration: {shown}")
+
+
+def _differences(saved: Any, current: Any, prefix: str) -> list[str]:
+    if isinstance(saved, Mapping) and isinstance(current, Mapping):
+        found = []
+        for key in sorted(set(saved) | set(current), key=str):
+            found.extend(_differences(saved.get(key), current.get(key), f"{prefix}{key}."))
+        return found
+    if saved != current:
+        return [f"{prefix.rstrip('.')}: checkpoint {saved!r}, now {current!r}"]
+    return []
+
+
+def _first(names: list[str], count: int = 3) -> str:
+    more = f" and {len(names) - count} more" if len(names) > count else ""
+    return ", ".join(names[:count]) + more

@@ -1,0 +1,149 @@
+"""Reading a :class:`TrainConfig` from YAML or TOML, with ``key=value`` overrides on top."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as a package, when installed
+    try:
+        import tomli as tomllib
+    except ModuleNotFoundError:
+        tomllib = None
+
+from ..models import TransformerConfig
+from .config import TrainConfig, default_task_options
+from .fields import field_hints, parse_text
+
+__all__ = ["CONFIG_SUFFIXES", "apply_overrides", "load_config", "read_config_file", "save_config"]
+
+#: File suffixes read as YAML or TOML.
+CONFIG_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
+#: Mapping fields whose keys are the fields of a dataclass (typed overrides).
+_KEYED_MAPPINGS = {"model": TransformerConfig}
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The plain data of a YAML or TOML config file.
+
+    Raises:
+        ValueError: for another suffix, a missing file, unparsable text or a non-mapping.
+    """
+    path = Path(path)
+    kind = CONFIG_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(
+            f"config {path} must end in one of {', '.join(CONFIG_SUFFIXES)}; got {path.suffix!r}"
+        )
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    if kind == "toml" and tomllib is None:
+        raise ValueError(f"reading TOML config {path} needs Python >= 3.11 or the tomli package")
+    text = path.read_text()
+    try:
+        data = tomllib.loads(text) if kind == "toml" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:  # TOMLDecodeError is a ValueError
+        raise ValueError(f"cannot parse {kind.upper()} config {path}: {err}") from None
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ValueError(f"config {path} must hold a mapping of keys; got {type(data).__name__}")
+    return data
+
+
+def _hint_at(path: list[str]) -> Any:
+    """The type hint of the config value at ``path`` (``Any`` inside free-form mappings)."""
+    cls: Any = TrainConfig
+    for depth, key in enumerate(path):
+        if cls is Any:
+            return Any
+        hints = field_hints(cls)
+        if key not in hints:
+            where = ".".join(path[:depth]) or "the config"
+            raise ValueError(
+                f"unknown config key {'.'.join(path[: depth + 1])!r}; valid keys of {where}: "
+                f"{', '.join(hints)}"
+            )
+        parent, hint = cls, hints[key]
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if depth < len(path) - 1 and len(options) == 1:  # walk into an optional mapping
+            hint = options[0]
+        if parent is TrainConfig and key in _KEYED_MAPPINGS:
+            cls = _KEYED_MAPPINGS[key]
+        elif dataclasses.is_dataclass(hint):
+            cls = hint
+        elif typing.get_origin(hint) is dict or hint is dict:
+            cls = Any
+        elif depth < len(path) - 1:
+            raise ValueError(f"config key {'.'.join(path[: depth + 1])!r} takes no sub-keys")
+        else:
+            return hint
+    return cls
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """``data`` with ``key.sub=value`` overrides set (a new dict; ``data`` is unchanged).
+
+    Values are read as YAML scalars or lists and typed by the field they set, so
+    ``model.depth=6``, ``optimizer.lr=1e-3``, ``model.attention_layers=[1,3]`` and
+    ``method=gfsa`` all do what they say. An override that changes ``task`` drops the options
+    of the previous task: ``task_options`` start from the new task's defaults.
+
+    Raises:
+        ValueError: for text without ``=``, or a key the config does not have (listing the
+            valid keys at that level).
+    """
+    data = copy.deepcopy(data)
+    parsed = []
+    for override in overrides:
+        key, sep, text = override.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ValueError(f"override {override!r} must look like key=value or key.sub=value")
+        parsed.append((path, parse_text(text, _hint_at(path))))
+    defaults = TrainConfig().to_dict()
+    task = data.get("task", defaults["task"])
+    for path, value in parsed:
+        if path == ["task"] and value != task:
+            data.pop("task_options", None)
+            task = value
+    defaults["task_options"] = default_task_options(task)
+    for path, value in parsed:
+        target, level_defaults = data, defaults
+        for part in path[:-1]:
+            if target.get(part) is None:
+                target[part] = copy.deepcopy(level_defaults.get(part, {}))
+            if not isinstance(target[part], dict):
+                raise ValueError(f"config key {part!r} is not a mapping; cannot set {path}")
+            target, level_defaults = target[part], {}
+        target[path[-1]] = value
+    return data
+
+
+def load_config(
+    path: str | os.PathLike | None = None, overrides: Sequence[str] = ()
+) -> TrainConfig:
+    """A :class:`TrainConfig` from a YAML/TOML file (or the defaults) and overrides.
+
+    Args:
+        path: a ``.yaml``, ``.yml`` or ``.toml`` file; None starts from the defaults.
+        overrides: ``key=value`` strings applied on top (see :func:`apply_overrides`).
+    """
+    data = {} if path is None else read_config_file(path)
+    return TrainConfig.from_dict(apply_overrides(data, overrides))
+
+
+def save_config(config: TrainConfig, path: str | os.PathLike) -> Path:
+    """Write ``config`` as YAML (readable back by :func:`load_config`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    return path

@@ -1,0 +1,364 @@
+"""The training loop: AdamW, warm-up schedule, clipping, mixed precision, DDP, exact resume.
+
+One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
+
+    output_dir/
+        config.yaml          the resolved configuration
+        metrics.jsonl        one record per log / validation / test
+        metrics.csv          the same records as a table
+        checkpoints/last.pt  everything needed to resume
+        checkpoints/best.pt  the weights with the best validation metric
+        summary.json         the final result (only once the run has finished)
+
+A run stopped at any step (``stop_after``, a crash, a kill after the last checkpoint) and
+resumed with ``resume=True`` ends with the same weights as an uninterrupted run: the data order
+is a function of (seed, epoch), the position within the epoch is saved, and so are the model,
+optimiser, scheduler, gradient scaler and every random generator of every process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from ..optim import parameter_groups
+from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
+from .checkpoint import check_same_config, load_checkpoint, load_model_state, save_checkpoint
+from .config import TrainConfig, run_identity
+from .config_io import save_config
+from .distributed import DistributedContext, setup_distributed
+from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
+from .jsonsafe import finite_json
+from .metrics_log import MetricsLog
+from .models import build_model, count_parameters, model_config_for
+from .precision import autocast, grad_scaler, resolve_precision
+from .resources import PeakMemory, StepTimer
+from .rng import rng_state, seed_everything, set_rng_state
+from .schedule import build_scheduler
+from .tasks import load_task_data
+
+__all__ = ["TrainResult", "Trainer", "train"]
+
+
+@dataclass
+class TrainResult:
+    """What a run produced.
+
+    Attributes:
+        run_dir: the run directory.
+        completed: False when the run stopped early (``stop_after``) and can be resumed.
+        steps: optimiser steps done.
+        selection_metric: the validation metric that picked the best checkpoint.
+        best_step: the step of the best checkpoint.
+        best_validation: the best checkpoint's validation metrics.
+        test: the best checkpoint's test metrics (None until completed).
+        num_parameters: trainable parameters.
+        step_time_s: median wall time of an optimiser step in this process's session.
+        peak_memory_bytes: see :class:`~filterformer.training.resources.PeakMemory`.
+        memory_measure: what ``peak_memory_bytes`` measures.
+        train_time_s: wall time of this session's training loop (validation included).
+    """
+
+    run_dir: str
+    completed: bool
+    steps: int
+    selection_metric: str
+    best_step: int | None
+    best_validation: dict[str, float] | None
+    test: dict[str, float] | None
+    num_parameters: int
+    step_time_s: float | None
+    peak_memory_bytes: int | None
+    memory_measure: str
+    train_time_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Trainer:
+    """Trains a model on a task as a :class:`TrainConfig` says.
+
+    Args:
+        config: the run.
+        task: a ready ``TaskData`` (loaded from ``config.task`` when None).
+        resume: continue the run in ``config.output_dir`` from its last checkpoint.
+        context: the process group (joined from torchrun's environment when None).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        *,
+        task: Any = None,
+        resume: bool = False,
+        context: DistributedContext | None = None,
+    ) -> None:
+        self.config = config
+        self.context = context or setup_distributed(config.device)
+        self.device = self.context.device
+        self.task = task if task is not None else load_task_data(config.task, config.task_options)
+        self.run_dir = Path(config.output_dir)
+        self.last_path = self.run_dir / "checkpoints" / "last.pt"
+        self.best_path = self.run_dir / "checkpoints" / "best.pt"
+        if not resume and self.context.is_main and self.last_path.exists():
+            raise ValueError(
+                f"output_dir {self.run_dir} already holds a run ({self.last_path}); pass resume "
+                "(--resume) to continue it, or choose another output_dir"
+            )
+        self.precision = resolve_precision(config.precision, self.device)
+        self.selection_metric, _ = MODEL_SELECTION[self.task.kind]
+        self.model_config = model_config_for(config, self.task)
+        seed_everything(config.seed)
+        self.model = build_model(config, self.task).to(self.device)
+        self.num_parameters = count_parameters(self.model)
+        self.optimizer = torch.optim.AdamW(
+            parameter_groups(self.model, config.optimizer.weight_decay),
+            lr=config.optimizer.lr, betas=config.optimizer.betas, eps=config.optimizer.eps,
+        )
+        self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
+        self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
+        self.scheduler = build_scheduler(self.optimizer, config.schedule, self.total_steps)
+        self.scaler = grad_scaler(self.precision, self.device)
+        self.wrapped = self.model
+        if self.context.distributed:
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.wrapped = DistributedDataParallel(self.model, device_ids=device_ids)
+        # Each process drops out differently; process 0 keeps the stream a single process has.
+        if self.context.rank:
+            torch.manual_seed(config.seed + self.context.rank)
+        self.step = self.epoch = self.epoch_step = 0
+        self.best_value: float | None = None
+        self.best_step: int | None = None
+        self.best_validation: dict[str, float] | None = None
+        self.pending = {"loss_sum": 0.0, "count": 0}
+        if resume:
+            self._resume()
+        self.log = MetricsLog(
+            self.run_dir, enabled=self.context.is_main, resume_step=self.step if resume else None
+        )
+        self.timer = StepTimer(self.device)
+        self.memory = PeakMemory(self.device)
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "model_config": self.model_config.to_dict(),
+            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+        }
+
+    def _save_last(self) -> None:
+        rngs = self.context.all_gather_object(rng_state())
+        if not self.context.is_main:
+            return
+        save_checkpoint(self.last_path, {
+            **self._state(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "step": self.step,
+            "epoch": self.epoch,
+            "epoch_step": self.epoch_step,
+            "best": {"value": self.best_value, "step": self.best_step,
+                     "validation": self.best_validation},
+            "pending": dict(self.pending),
+            "rng": rngs,
+            "world_size": self.context.world_size,
+        })
+
+    def _read(self, path: Path) -> dict[str, Any]:
+        """Rank 0 reads a checkpoint and checks it; every process gets it."""
+        state = None
+        if self.context.is_main:
+            state = load_checkpoint(path)
+            check_same_config(run_identity(state["config"]), run_identity(self.config.to_dict()),
+                              path)
+            check_same_config(state["model_config"], self.model_config.to_dict(), path, "model.")
+        state = self.context.broadcast_object(state)
+        load_model_state(self.model, state["model"], path)
+        return state
+
+    def _resume(self) -> None:
+        if self.context.is_main and not self.last_path.exists():
+            raise ValueError(f"cannot resume: {self.last_path} does not exist")
+        state = self._read(self.last_path)
+        try:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.scaler.load_state_dict(state["scaler"])
+        except (KeyError, ValueError, RuntimeError) as err:
+            raise ValueError(f"checkpoint {self.last_path} has an unusable training state: "
+                             f"{err}") from None
+        self.step, self.epoch, self.epoch_step = state["step"], state["epoch"], state["epoch_step"]
+        best = state["best"]
+        self.best_value, self.best_step = best["value"], best["step"]
+        self.best_validation = best["validation"]
+        self.pending = dict(state["pending"])
+        rngs = state["rng"]
+        set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
+
+    # -- one step --------------------------------------------------------------------------
+
+    def _train_step(self, batch: dict[str, Any]) -> tuple[float, float]:
+        inputs = model_inputs(batch, self.device)
+        self.timer.start()
+        with autocast(self.precision, self.device):
+            loss = self.wrapped(**inputs).loss
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        clip = self.config.grad_clip if self.config.grad_clip is not None else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.timer.stop()
+        return loss.item(), grad_norm.item()
+
+    # -- evaluation ------------------------------------------------------------------------
+
+    def _evaluate(self, split: str) -> dict[str, float]:
+        dataset = getattr(self.task, split)
+        size = self.config.eval_batch_size or self.config.batch_size
+        batches = evaluation_batches(
+            dataset, size, rank=self.context.rank, world_size=self.context.world_size
+        )
+        loader = make_loader(dataset, batches, self.task.collate,
+                             num_workers=self.config.num_workers, seed=self.config.seed)
+        # Evaluation must not move the training's random streams, whatever a model draws.
+        devices = [self.device.index] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            return evaluate(self.model, loader, self.task.kind, self.context, self.precision)
+
+    def _validate(self) -> None:
+        metrics = self._evaluate("validation")
+        self.log.log({"step": self.step, "epoch": self.epoch, "split": "validation", **metrics})
+        value = metrics[self.selection_metric]
+        if is_better(self.task.kind, value, self.best_value):
+            self.best_value, self.best_step, self.best_validation = value, self.step, metrics
+            if self.context.is_main:
+                save_checkpoint(self.best_path, {**self._state(), "step": self.step,
+                                                 "validation": metrics})
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _log_train(self, lr: float, grad_norm: float) -> None:
+        loss_sum, count = self.context.all_reduce_sum(
+            [self.pending["loss_sum"], float(self.pending["count"])]
+        )
+        self.log.log({"step": self.step, "epoch": self.epoch, "split": "train",
+                      "loss": loss_sum / max(count, 1.0), "lr": lr, "grad_norm": grad_norm})
+        self.pending = {"loss_sum": 0.0, "count": 0}
+
+    def fit(self) -> TrainResult:
+        """Train to the end (or to ``stop_after``), then test the best checkpoint.
+
+        Returns:
+            :class:`TrainResult` (``completed=False`` when stopped early).
+        """
+        config = self.config
+        if self.context.is_main:
+            save_config(config, self.run_dir / "config.yaml")
+        self.memory.reset()
+        started = time.perf_counter()
+        stopped = self._train_loop()
+        train_time = time.perf_counter() - started
+        peak = self.memory.peak_bytes()
+        test = None
+        if not stopped:
+            self._load_best()
+            test = self._evaluate("test")
+            self.log.log({"step": self.step, "epoch": self.epoch, "split": "test", **test})
+        result = TrainResult(
+            run_dir=str(self.run_dir), completed=not stopped, steps=self.step,
+            selection_metric=self.selection_metric, best_step=self.best_step,
+            best_validation=self.best_validation, test=test, num_parameters=self.num_parameters,
+            step_time_s=self.timer.median(), peak_memory_bytes=peak,
+            memory_measure=self.memory.measure, train_time_s=train_time,
+        )
+        if self.context.is_main and not stopped:
+            summary = {**result.to_dict(), "task": self.task.name, "method": config.method,
+                       "config": config.to_dict(), "model_config": self.model_config.to_dict()}
+            (self.run_dir / "summary.json").write_text(json.dumps(finite_json(summary), indent=1))
+        self.context.barrier()
+        return result
+
+    def _train_loop(self) -> bool:
+        """Run the remaining steps; True when stopped early by ``stop_after``."""
+        config = self.config
+        bar = tqdm(total=self.total_steps, initial=self.step, desc=config.method or "train",
+                   disable=None if config.progress and self.context.is_main else True,
+                   dynamic_ncols=True)
+        try:
+            session_start = self.step
+            while self.step < self.total_steps:
+                if self._train_epoch(bar, session_start):
+                    return True
+            return False
+        finally:
+            bar.close()
+
+    def _train_epoch(self, bar: tqdm, session_start: int) -> bool:
+        """Train to the end of the current epoch; True when ``stop_after`` stopped the run."""
+        config, context = self.config, self.context
+        batches = training_batches(
+            self.task.train, config.batch_size, epoch=self.epoch, seed=config.seed,
+            rank=context.rank, world_size=context.world_size, skip=self.epoch_step,
+        )
+        loader = make_loader(self.task.train, batches, self.task.collate,
+                             num_workers=config.num_workers, seed=config.seed + self.epoch,
+                             pin_memory=self.device.type == "cuda")
+        for batch in loader:
+            lr = self.scheduler.get_last_lr()[0]
+            loss, grad_norm = self._train_step(batch)
+            self.step += 1
+            self.epoch_step += 1
+            self.pending["loss_sum"] += loss
+            self.pending["count"] += 1
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            end_of_epoch = self.epoch_step == self.steps_per_epoch
+            if end_of_epoch:
+                self.epoch, self.epoch_step = self.epoch + 1, 0
+            last = self.step == self.total_steps
+            if self.step % config.log_every == 0 or last:
+                self._log_train(lr, grad_norm)
+            validate = last or (
+                end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
+            )
+            if validate:
+                self._validate()
+            stop = (config.stop_after is not None and not last
+                    and self.step - session_start >= config.stop_after)
+            periodic = config.checkpoint_every and self.step % config.checkpoint_every == 0
+            if validate or stop or periodic:
+                self._save_last()
+            if stop:
+                return True
+            if last:
+                return False
+        return False
+
+    def _load_best(self) -> None:
+        """Put the best checkpoint's weights into the model (rank 0 reads, all receive)."""
+        self.context.barrier()
+        self._read(self.best_path)
+
+
+def train(config: TrainConfig, *, task: Any = None, resume: bool = False) -> TrainResult:
+    """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards."""
+    context = setup_distributed(config.device)
+    try:
+        return Trainer(config, task=task, resume=resume, context=context).fit()
+    finally:
+        context.close()

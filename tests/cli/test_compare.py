@@ -1,0 +1,211 @@
+"""``filterformer compare``: a short comparison writes its results, and its report renders.
+
+The report is opened in headless Chromium (installed by ``scripts/setup.sh --dev``): every
+``<img>`` must load, and the screenshot must show each figure where the page lays it out.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from PIL import Image
+
+from filterformer.cli import main
+from filterformer.training import DEFAULT_METHODS
+
+SEEDS = ("0", "1")
+WIDTH = 1280
+
+#: Appended to a copy of the report: once everything has loaded, write what the browser made
+#: of each image and of the table into the page, where --dump-dom shows it.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const images = [...document.images].map((img) => {
+    const box = img.getBoundingClientRect();
+    return {src: img.getAttribute("src"), complete: img.complete, width: img.naturalWidth,
+            height: img.naturalHeight, left: box.left + scrollX, top: box.top + scrollY,
+            boxWidth: box.width, boxHeight: box.height};
+  });
+  const rows = [...document.querySelectorAll("table tbody tr")].map(
+    (tr) => [...tr.cells].map((td) => td.textContent));
+  const probe = document.createElement("pre");
+  probe.id = "probe";
+  probe.textContent = JSON.stringify({images, rows,
+    height: document.documentElement.scrollHeight});
+  document.body.appendChild(probe);
+});
+</script>"""
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_budget(tmp_path: Path) -> Path:
+    config = {
+        "task": "listops",
+        "task_options": {"preset": "tiny", "max_len": 40, "num_train": 48, "num_validation": 16,
+                         "num_test": 16, "cache_dir": str(tmp_path / "cache")},
+        "model": {"dim": 16, "depth": 2, "num_heads": 2, "mlp_ratio": 2.0},
+        "batch_size": 16,
+        "max_steps": 3,
+        "compare": {"diagnostics_batches": 1},
+    }
+    path = tmp_path / "budget.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def run_compare(budget: Path, out: Path) -> int:
+    return main(["compare", "--config", str(budget), "--seeds", *SEEDS, "--output-dir", str(out),
+                 "--no-progress"])
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory) -> Path:
+    """Every default method × 2 seeds, 3 steps each, on a tiny ListOps."""
+    tmp_path = tmp_path_factory.mktemp("compare")
+    assert run_compare(tiny_budget(tmp_path), tmp_path / "out") == 0
+    return tmp_path / "out"
+
+
+def test_results_json_and_csv_hold_every_method(comparison):
+    results = json.loads((comparison / "results.json").read_text())
+    assert results["methods"] == list(DEFAULT_METHODS)
+    assert results["metric"] == "accuracy"
+    runs = results["runs"]
+    assert sorted((r["method"], r["seed"]) for r in runs) == sorted(
+        (m, int(s)) for m in DEFAULT_METHODS for s in SEEDS)
+    for row in results["summary"]:
+        mine = [r for r in runs if r["method"] == row["method"]]
+        accuracies = np.array([r["test_accuracy"] for r in mine])
+        assert row["runs"] == len(SEEDS)
+        assert row["test_accuracy_mean"] == pytest.approx(accuracies.mean())
+        assert row["test_accuracy_std"] == pytest.approx(accuracies.std(ddof=1))
+        assert row["step_time_s_median"] == pytest.approx(np.median([r["step_time_s"]
+                                                                      for r in mine]))
+        cosines = [r["cosine_similarity_per_layer"] for r in mine]
+        assert all(len(c) == 3 for c in cosines)  # embeddings + 2 layers
+        assert row["last_layer_cosine_similarity_mean"] == pytest.approx(
+            np.mean([c[-1] for c in cosines]))
+        assert row["num_parameters"] > 0
+        assert all(r["steps"] == 3 for r in mine)  # the same budget for every run
+    with open(comparison / "results.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [row["method"] for row in table] == list(DEFAULT_METHODS)
+    assert float(table[0]["test_accuracy_mean"]) == pytest.approx(
+        results["summary"][0]["test_accuracy_mean"])
+
+
+def test_every_figure_is_written(comparison):
+    results = json.loads((comparison / "results.json").read_text())
+    names = {f["name"] for f in results["figures"]}
+    assert {"cost", "cosine_similarity", "frequency_response", "frequency_response_last",
+            "gfsa_filters_gfsa", "agf_filters_agf"} <= names
+    for figure in results["figures"]:
+        with Image.open(comparison / figure["path"]) as image:
+            assert image.format == "PNG" and min(image.size) > 100
+
+
+def test_rerun_reuses_finished_runs(comparison, capsys):
+    before = json.loads((comparison / "results.json").read_text())
+    assert run_compare(comparison.parent / "budget.yaml", comparison) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("(reused)") == len(DEFAULT_METHODS) * len(SEEDS)
+    after = json.loads((comparison / "results.json").read_text())
+    assert after["summary"] == before["summary"]
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return name
+    pytest.fail("headless Chromium is needed to check the report: run scripts/setup.sh --dev "
+                "(as root it installs Debian's chromium) or install one yourself")
+
+
+def run_chromium(page: Path, profile: Path, height: int, *extra: str) -> str:
+    command = [
+        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+        "--no-first-run", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--hide-scrollbars", "--force-device-scale-factor=1",
+        f"--user-data-dir={profile}", f"--window-size={WIDTH},{height}",
+        "--virtual-time-budget=10000", *extra, page.as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_report_renders_the_table_and_every_figure(comparison, tmp_path):
+    results = json.loads((comparison / "results.json").read_text())
+    report = comparison / "report.html"
+    probed = comparison / "report_probe.html"
+    probed.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
+    dom = run_chromium(probed, tmp_path / "profile", 1000, "--dump-dom")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the page never finished loading"
+    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+    # The table: one row per method, with the numbers of results.json.
+    assert [row[0] for row in probe["rows"]] == list(DEFAULT_METHODS)
+    for row, summary in zip(probe["rows"], results["summary"], strict=True):
+        mean, std = summary["test_accuracy_mean"], summary["test_accuracy_std"]
+        assert row[1] == f"{mean:.4f} ± {std:.4f}"
+
+    # Every figure of results.json is an image that loaded: no broken images.
+    images = probe["images"]
+    assert sorted(i["src"] for i in images) == sorted(f["path"] for f in results["figures"])
+    broken = [image["src"] for image in images if not (image["complete"] and image["width"])]
+    assert not broken, f"images that did not load: {broken}"
+    for image in images:
+        with Image.open(comparison / image["src"]) as source:
+            assert (image["width"], image["height"]) == source.size
+
+    # The screenshot shows each figure where the page put it.
+    shot_path = tmp_path / "report.png"
+    run_chromium(report, tmp_path / "profile", probe["height"], f"--screenshot={shot_path}")
+    with Image.open(shot_path) as shot:
+        screenshot = np.asarray(shot.convert("L"), dtype=float)
+    assert screenshot.shape == (probe["height"], WIDTH)
+    assert screenshot.std() > 10  # not a blank page
+    for image in images:
+        left, top = round(image["left"]), round(image["top"])
+        width, height = round(image["boxWidth"]), round(image["boxHeight"])
+        shown = screenshot[top : top + height, left : left + width]
+        with Image.open(comparison / image["src"]) as source:
+            expected = np.asarray(source.convert("L").resize((width, height)), dtype=float)
+        correlation = np.corrcoef(shown.ravel(), expected.ravel())[0, 1]
+        assert correlation > 0.9, (image["src"], correlation)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--methods", "softmax", "gfssa"], "unknown method 'gfssa'; valid methods: softmax, "),
+        (["--set", "task=listopz"], "unknown task 'listopz'; valid tasks: listops, "),
+        (["--set", "task_options.size=3"], "unknown option(s) ['size'] for task 'listops'"),
+        (["--set", "model.attention=gfsa"], "base config sets model.attention, which the method"),
+        (["--set", "epochs=0"], "epochs must be positive; got 0"),
+        (["--seeds", "1", "1"], "seeds must be distinct integers"),
+        (["--threads", "-1"], "--threads must be 0 (torch's choice) or more; got -1"),
+    ],
+)
+def test_errors_name_the_valid_choices(tmp_path, capsys, argv, message):
+    code = main(["compare", "--output-dir", str(tmp_path), *argv])
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

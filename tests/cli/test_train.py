@@ -1,0 +1,131 @@
+"""``filterformer train``: config files, overrides, resume, torchrun, and its error messages."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from filterformer.cli import main
+from filterformer.training import load_checkpoint, load_config
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_listops(tmp_path: Path, **extra) -> dict:
+    """A ListOps run that trains in about a second (data cached under tmp_path)."""
+    config = {
+        "task": "listops",
+        "task_options": {"preset": "tiny", "max_len": 40, "num_train": 64, "num_validation": 16,
+                         "num_test": 16, "cache_dir": str(tmp_path / "cache")},
+        # No q/k/v bias: the key bias has an exactly zero gradient, so AdamW turns its round-off
+        # into full-size steps that differ between any two summation orders.
+        "model": {"dim": 16, "depth": 2, "num_heads": 2, "mlp_ratio": 2.0, "qkv_bias": False},
+        "batch_size": 8,
+        "epochs": 1,
+        "progress": False,
+    }
+    config.update(extra)
+    return config
+
+
+def write_yaml(path: Path, data: dict) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run_dir / "checkpoints" / "last.pt")["model"]
+
+
+def test_train_from_a_config_with_overrides(tmp_path, capsys):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(out),
+                 "--set", "method=gfsa", "model.attention_options.K=4", "optimizer.lr=2e-3"]) == 0
+    printed = capsys.readouterr().out
+    assert "run finished after 8 steps on 1 process(es)" in printed
+    saved = load_config(out / "config.yaml")
+    assert saved.method == "gfsa"
+    assert saved.model["attention_options"] == {"K": 4}
+    assert saved.optimizer.lr == 2e-3
+    for name in ("metrics.jsonl", "metrics.csv", "summary.json", "checkpoints/best.pt"):
+        assert (out / name).is_file(), name
+    model_config = load_checkpoint(out / "checkpoints" / "best.pt")["model_config"]
+    assert model_config["attention"] == "gfsa" and model_config["attention_options"] == {"K": 4}
+
+
+def test_print_config_shows_the_resolved_config(tmp_path, capsys):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    assert main(["train", "--config", str(config), "--set", "epochs=7", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["epochs"] == 7
+    assert printed["task_options"]["num_train"] == 64
+
+
+def test_resume_continues_a_stopped_run_to_the_same_weights(tmp_path):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, epochs=2))
+    args = ["train", "--config", str(config)]
+    assert main([*args, "--output-dir", str(tmp_path / "whole")]) == 0
+    stopped = [*args, "--output-dir", str(tmp_path / "parts")]
+    assert main([*stopped, "--set", "stop_after=5"]) == 0
+    assert not (tmp_path / "parts" / "summary.json").exists()
+    assert main([*stopped, "--resume"]) == 0
+    whole, parts = weights(tmp_path / "whole"), weights(tmp_path / "parts")
+    assert all(torch.equal(whole[k], parts[k]) for k in whole)
+
+
+def test_two_process_torchrun_matches_one_process(tmp_path):
+    """DDP over 2 CPU processes (gloo) with the same global batch ends with the same weights."""
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, max_steps=4, device="cpu"))
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The README's form: torchrun --nproc_per_node=2 --no-python filterformer train ...
+    entry_point = Path(sys.executable).parent / "filterformer"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node=2", "--no-python", str(entry_point), "train", "--config",
+               str(config), "--output-dir", str(tmp_path / "two")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on 2 process(es)" in done.stdout
+    one, two = weights(tmp_path / "one"), weights(tmp_path / "two")
+    assert one.keys() == two.keys()
+    for name in one:
+        assert torch.allclose(one[name], two[name], rtol=0, atol=1e-5), name
+    # Only rank 0 wrote the logs: one set of records, not two.
+    lines = (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == len((tmp_path / "one" / "metrics.jsonl").read_text().splitlines())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["task=lisops"], "unknown task 'lisops'; valid tasks: listops, pathfinder, "),
+        (["method=gsfa"], "unknown method 'gsfa'; valid methods: softmax, gfsa, neutreno, agf, "),
+        (["task_options.depth=3"], "unknown option(s) ['depth'] for task 'listops'; valid "),
+        (["method=gfsa", "model.attention_options.Q=2"],
+         "unknown option(s) 'Q' for attention 'gfsa'; valid options: "),
+        (["model.attention=flash"], "unknown attention 'flash'; valid choices: agf, gfsa, "),
+        (["schedule.decay=exp"], "schedule.decay must be one of cosine, linear, constant"),
+        (["optimizer.lr=-1"], "optimizer.lr must be positive; got -1.0"),
+        (["epochs=two"], "epochs must be an integer; got 'two'"),
+        (["precision=fp16", "device=cpu"], "needs a GPU; valid on CPU: auto, fp32"),
+    ],
+)
+def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    code = main(["train", "--config", str(config), "--output-dir", str(tmp_path / "out"),
+                 "--set", *overrides])
+    assert code == 2
+    assert message in capsys.readouterr().err
