@@ -8,6 +8,16 @@ import pytest
 import torch
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """One intra-op thread: the tests' small tensors gain nothing from more, and parallel test
+    workers (``pytest -n``) would otherwise oversubscribe the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(autouse=True)
 def _seed_per_test(request: pytest.FixtureRequest) -> None:
     """Seed torch from the test's id: reproducible, and different inputs for every test."""

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import yaml
 from PIL import Image
 
@@ -44,14 +43,6 @@ window.addEventListener("load", () => {
   document.body.appendChild(probe);
 });
 </script>"""
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def tiny_budget(tmp_path: Path) -> Path:

@@ -12,14 +12,6 @@ from filterformer.models import SequenceClassifier, Transformer, TransformerConf
 from filterformer.training.checkpoint import save_checkpoint
 
 
-@pytest.fixture(autouse=True)
-def _single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)

@@ -15,14 +15,6 @@ from filterformer.cli import main
 from filterformer.training import load_checkpoint, load_config
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_listops(tmp_path: Path, **extra) -> dict:
     """A ListOps run that trains in about a second (data cached under tmp_path)."""
     config = {

@@ -33,7 +33,7 @@ TASKS: tuple[str, ...] = tuple(_BUILDERS)
 
 def _builder(name: str) -> Callable[..., TaskData]:
     if name not in _BUILDERS:
-        raise ValueError(f"name must be one of {list(TASKS)}; got {name!r}")
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASKS)}")
     return _BUILDERS[name]
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..jsonsafe import finite_json
 
 __all__ = ["DiagnosticsReport", "LearnedFilterCurves"]
 
@@ -85,7 +86,7 @@ class DiagnosticsReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-compatible data; NaN and infinities become None."""
-        return _finite(dataclasses.asdict(self))
+        return finite_json(dataclasses.asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DiagnosticsReport:
@@ -112,16 +113,6 @@ class DiagnosticsReport:
     def load(cls, path: str | Path) -> DiagnosticsReport:
         """Read a report written by :meth:`save`."""
         return cls.from_dict(json.loads(Path(path).read_text()))
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(v) for key, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _nan(value: Any) -> Any:

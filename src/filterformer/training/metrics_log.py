@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .jsonsafe import finite_json
+from ..jsonsafe import finite_json
 
 __all__ = ["CSV_COLUMNS", "MetricsLog", "read_metrics"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..diagnostics import DiagnosticsReport
+from ..jsonsafe import finite_json
 from .figures import comparison_figures
-from .jsonsafe import finite_json
 from .report import render_report
 
 __all__ = ["write_results"]

@@ -29,6 +29,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ..jsonsafe import finite_json
 from ..optim import parameter_groups
 from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
 from .checkpoint import check_same_config, load_checkpoint, load_model_state, save_checkpoint
@@ -36,7 +37,6 @@ from .config import TrainConfig, run_identity
 from .config_io import save_config
 from .distributed import DistributedContext, setup_distributed
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
-from .jsonsafe import finite_json
 from .metrics_log import MetricsLog
 from .models import build_model, count_parameters, model_config_for
 from .precision import autocast, grad_scaler, resolve_precision
