@@ -14,6 +14,7 @@ unavailable, as they are on such a machine anyway.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
 import sys
@@ -42,10 +43,8 @@ class _DefineMissingTorchvisionOps(importlib.abc.MetaPathFinder):
             pass
         lib = torch.library.Library("torchvision", "FRAGMENT")
         for schema in _SCHEMAS.values():
-            try:
+            with contextlib.suppress(RuntimeError):  # already defined
                 lib.define(schema)
-            except RuntimeError:
-                pass  # already defined
         _LIBRARIES.append(lib)
         return spec
 

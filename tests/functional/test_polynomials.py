@@ -10,6 +10,7 @@ from filterformer.functional import (
     legendre_basis,
     monomial_basis,
     polynomial_basis,
+    polynomial_series,
 )
 
 K_MAX = 10
@@ -89,3 +90,38 @@ def test_a_recursion_that_stops_before_the_zero_is_accepted():
 def test_invalid_orders_are_rejected(K):
     with pytest.raises(ValueError, match="K must be"):
         jacobi_basis(torch.rand(3), K)
+
+
+@pytest.mark.parametrize(
+    ("basis", "a", "b"),
+    [("jacobi", 1.0, 1.0), ("jacobi", -0.3, 0.7), ("legendre", 0, 0), ("chebyshev", 0, 0),
+     ("monomial", 0, 0)],
+)
+@pytest.mark.parametrize("K", [0, 1, 2, 7])
+def test_polynomial_series_is_the_basis_times_its_coefficients(basis, a, b, K):
+    x = torch.rand(3, 5, 6, dtype=torch.float64) * 2 - 1
+    coefficients = torch.randn(K + 1, dtype=torch.float64, requires_grad=True)
+    expected = polynomial_basis(x, K, basis, a, b) @ coefficients
+    series = polynomial_series(x, coefficients, basis, a, b)
+    torch.testing.assert_close(series, expected)
+    (grad,) = torch.autograd.grad(series.sum(), coefficients)
+    torch.testing.assert_close(grad, polynomial_basis(x, K, basis, a, b).sum(dim=(0, 1, 2)))
+
+
+def test_polynomial_series_matches_scipy():
+    x = torch.rand(50, dtype=torch.float64) * 2 - 1
+    coefficients = torch.randn(5, dtype=torch.float64)
+    points = x.numpy()
+    expected = sum(c.item() * eval_jacobi(k, 0.4, 1.3, points) for k, c in enumerate(coefficients))
+    torch.testing.assert_close(
+        polynomial_series(x, coefficients, "jacobi", 0.4, 1.3), torch.from_numpy(expected)
+    )
+
+
+def test_polynomial_series_rejects_bad_coefficients_and_bases():
+    with pytest.raises(ValueError, match="coefficients must have shape"):
+        polynomial_series(torch.rand(3), torch.ones(2, 2))
+    with pytest.raises(ValueError, match=r"basis must be one of"):
+        polynomial_series(torch.rand(3), torch.ones(3), "hermite")
+    with pytest.raises(ValueError, match="divides by zero"):
+        polynomial_series(torch.rand(3), torch.ones(4), "jacobi", -1.0, -1.0)

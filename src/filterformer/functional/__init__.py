@@ -25,6 +25,7 @@ from .polynomials import (
     legendre_basis,
     monomial_basis,
     polynomial_basis,
+    polynomial_series,
 )
 from .sampling import (
     SAMPLING_MODES,
@@ -66,6 +67,7 @@ __all__ = [
     "monomial_basis",
     "neutreno",
     "polynomial_basis",
+    "polynomial_series",
     "sampling_mixture",
     "sdpa_mask",
     "topk_gather",

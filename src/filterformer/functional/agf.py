@@ -12,7 +12,7 @@ from torch import Tensor
 
 from .efficient import efficient_feature_maps
 from .masks import check_key_padding_mask, check_qkv
-from .polynomials import polynomial_basis
+from .polynomials import polynomial_series
 
 __all__ = [
     "agf",
@@ -58,8 +58,7 @@ def agf_response(
     """
     if theta.dim() != 1 or theta.numel() < 1:
         raise ValueError(f"theta must have shape (K+1,) with K >= 0; got {tuple(theta.shape)}")
-    values = polynomial_basis(s, theta.numel() - 1, basis, a, b)
-    return values @ theta.to(values.dtype)
+    return polynomial_series(s, theta, basis, a, b)
 
 
 def agf_attend(rho_q: Tensor, rho_k: Tensor, v: Tensor, g: Tensor) -> Tensor:

@@ -70,8 +70,10 @@ def gfsa_combine(
         ``(B, h, N, d)``.
     """
     w0, w1, wK = _check_coefficients(w0, w1, wK, values.shape[1])
-    high = last_power if exact_power else first_power + (K - 1) * (last_power - first_power)
-    return w0 * values + w1 * first_power + wK * high
+    # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
+    first_weight, last_weight = (w1, wK) if exact_power else (w1 + (2 - K) * wK, (K - 1) * wK)
+    out = torch.addcmul(w0 * values, first_weight, first_power)
+    return torch.addcmul(out, last_weight, last_power)
 
 
 def attention_powers(

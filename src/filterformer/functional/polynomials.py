@@ -6,6 +6,8 @@ new last axis, so a filter ``g(x) = Σ_k θ_k P_k(x)`` is one matrix product wit
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 from torch import Tensor
 
@@ -17,6 +19,7 @@ __all__ = [
     "legendre_basis",
     "monomial_basis",
     "polynomial_basis",
+    "polynomial_series",
 ]
 
 #: Bases a spectral filter can be expanded in.
@@ -57,6 +60,41 @@ def check_jacobi_parameters(K: int, a: float, b: float) -> tuple[int, float, flo
     return K, a, b
 
 
+def _jacobi_terms(x: Tensor, K: int, a: float, b: float) -> Iterator[Tensor]:
+    """Yield ``P_0(x) .. P_K(x)`` one at a time, holding only the last two (parameters checked)."""
+    previous, current = None, torch.ones_like(x)
+    yield current
+    if K >= 1:
+        previous, current = current, (a - b) / 2 + (a + b + 2) / 2 * x
+        yield current
+    for k in range(2, K + 1):
+        s = 2 * k + a + b
+        w = s * (s - 1) / (2 * k * (k + a + b))
+        w_shift = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
+        w_prev = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
+        previous, current = current, (w * x + w_shift) * current - w_prev * previous
+        yield current
+
+
+def _monomial_terms(x: Tensor, K: int) -> Iterator[Tensor]:
+    """Yield ``1, x, …, x^K`` one at a time."""
+    current = torch.ones_like(x)
+    yield current
+    for _ in range(K):
+        current = current * x
+        yield current
+
+
+def _basis_terms(x: Tensor, K: int, basis: str, a: float, b: float) -> Iterator[Tensor]:
+    """Yield the terms of the basis named ``basis``, after checking every argument."""
+    if basis not in POLYNOMIAL_BASES:
+        raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
+    if basis == "monomial":
+        return _monomial_terms(x, _check_order(K))
+    a, b = {"jacobi": (a, b), "legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}[basis]
+    return _jacobi_terms(x, *check_jacobi_parameters(K, a, b))
+
+
 def jacobi_basis(x: Tensor, K: int, a: float = 1.0, b: float = 1.0) -> Tensor:
     """Jacobi polynomials ``P_0^{(a,b)}(x) .. P_K^{(a,b)}(x)`` (METHODS.md §3).
 
@@ -80,16 +118,7 @@ def jacobi_basis(x: Tensor, K: int, a: float = 1.0, b: float = 1.0) -> Tensor:
         ValueError: if K is not a non-negative integer or the recursion divides by zero.
     """
     K, a, b = check_jacobi_parameters(K, a, b)
-    polys = [torch.ones_like(x)]
-    if K >= 1:
-        polys.append((a - b) / 2 + (a + b + 2) / 2 * x)
-    for k in range(2, K + 1):
-        s = 2 * k + a + b
-        w = s * (s - 1) / (2 * k * (k + a + b))
-        w_shift = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
-        w_prev = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
-        polys.append((w * x + w_shift) * polys[-1] - w_prev * polys[-2])
-    return torch.stack(polys, dim=-1)
+    return torch.stack(list(_jacobi_terms(x, K, a, b)), dim=-1)
 
 
 def legendre_basis(x: Tensor, K: int) -> Tensor:
@@ -109,10 +138,7 @@ def chebyshev_basis(x: Tensor, K: int) -> Tensor:
 def monomial_basis(x: Tensor, K: int) -> Tensor:
     """Monomials ``1, x, …, x^K`` (the non-orthogonal baseline basis). Returns ``(..., K+1)``."""
     _check_order(K)
-    polys = [torch.ones_like(x)]
-    for _ in range(K):
-        polys.append(polys[-1] * x)
-    return torch.stack(polys, dim=-1)
+    return torch.stack(list(_monomial_terms(x, K)), dim=-1)
 
 
 def polynomial_basis(
@@ -129,12 +155,32 @@ def polynomial_basis(
     Returns:
         ``(..., K+1)``.
     """
-    if basis == "jacobi":
-        return jacobi_basis(x, K, a, b)
-    if basis == "legendre":
-        return legendre_basis(x, K)
-    if basis == "chebyshev":
-        return chebyshev_basis(x, K)
-    if basis == "monomial":
-        return monomial_basis(x, K)
-    raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
+    return torch.stack(list(_basis_terms(x, K, basis, a, b)), dim=-1)
+
+
+def polynomial_series(
+    x: Tensor, coefficients: Tensor, basis: str = "jacobi", a: float = 1.0, b: float = 1.0
+) -> Tensor:
+    """``Σ_k c_k P_k(x)`` elementwise, accumulated along the recursion.
+
+    Equal to ``polynomial_basis(x, K, basis, a, b) @ coefficients`` but never holds the
+    ``(..., K+1)`` stack: memory stays a few copies of ``x`` whatever K is.
+
+    Args:
+        x: ``(...)`` points.
+        coefficients: ``(K+1,)`` one per order.
+        basis, a, b: as in :func:`polynomial_basis`.
+
+    Returns:
+        ``(...)``, the shape of ``x``.
+    """
+    if coefficients.dim() != 1 or coefficients.numel() < 1:
+        raise ValueError(
+            f"coefficients must have shape (K+1,) with K >= 0; got {tuple(coefficients.shape)}"
+        )
+    coefficients = coefficients.to(x.dtype)
+    terms = _basis_terms(x, coefficients.numel() - 1, basis, a, b)
+    total = coefficients[0] * next(terms)
+    for k, term in enumerate(terms, start=1):
+        total = total + coefficients[k] * term
+    return total

@@ -1,0 +1,123 @@
+"""A paired re-measurement of a time ratio, to tell a real miss from noise.
+
+The table's configurations are each measured in their own process, minutes apart; on a shared
+machine a burst of other work can move one of them by tens of percent. A paired check builds
+both sides of a ratio in one fresh process and alternates their steps (A B B A A B …), so slow
+drifts in the machine's load fall on both alike; the ratio of the two medians is reported beside
+the table's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .config import BenchConfig, BenchShape
+from .measure import prepare_case, use_timing_heap
+from .records import BenchRecord, find_record
+from .targets import Target, TargetResult
+from .timing import cpu_timer, cuda_timer, median_ms
+from .worker import WorkerFailed, run_isolated
+
+__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_ratios"]
+
+#: ``auto``: only targets whose ratio is within 25 % of the bound; ``all``; ``none``.
+PAIRED_CHOICES = ("auto", "all", "none")
+#: How close to its bound a ratio must be for ``auto`` to re-measure it.
+CLOSE_CALL = 1.25
+
+
+def close_call(result: TargetResult) -> bool:
+    """Whether the measured ratio is near enough to the bound that noise could flip the verdict."""
+    if result.ratio is None:
+        return False
+    return abs(math.log(result.ratio / result.target.bound)) < math.log(CLOSE_CALL)
+
+
+def measure_pair(argument: tuple[dict[str, Any], dict[str, Any], int]) -> dict[str, list[float]]:
+    """Alternate the steps of two configurations in this process (run in a worker).
+
+    Args:
+        argument: ``(first, second, rounds)``: the two configurations as dicts, then how many
+            timed steps each gets.
+
+    Returns:
+        ``{"first_ms": [...], "second_ms": [...]}``.
+    """
+    first, second, rounds = argument
+    configs = [BenchConfig.from_dict(c) for c in (first, second)]
+    cases = [prepare_case(config) for config in configs]
+    use_timing_heap(configs[0])
+    timer = cpu_timer if configs[0].device == "cpu" else cuda_timer
+    for case in cases:  # warm-up, under the heap policy the timed steps use
+        case.step()
+    times: list[list[float]] = [[], []]
+    for index in range(rounds):
+        for side in (0, 1) if index % 2 == 0 else (1, 0):
+            cases[side].reset()
+            times[side].append(timer(cases[side].step))
+    return {"first_ms": times[0], "second_ms": times[1]}
+
+
+def _pair_rounds(a: BenchRecord, b: BenchRecord, budget_s: float) -> int:
+    per_round_s = (a.median_ms + b.median_ms) / 1e3
+    return max(3, min(9, int(budget_s / per_round_s)))
+
+
+def paired_ratios(
+    records: list[BenchRecord],
+    results: list[TargetResult],
+    *,
+    shape: BenchShape,
+    device: str = "cpu",
+    allocator: str = "reuse",
+    which: str = "auto",
+    budget_s: float = 60.0,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, float | str]:
+    """Re-measure the time targets of ``results`` in pairs.
+
+    Args:
+        records: the run (each side's time sets how many rounds fit in ``budget_s``).
+        results: the targets evaluated on ``records``.
+        shape, device, allocator: as in the run.
+        which: one of :data:`PAIRED_CHOICES`.
+        budget_s: the timed rounds of one pair stop near this (at least 3 rounds).
+        log: called with a line per pair.
+
+    Returns:
+        Target name -> the paired ratio, or the reason it could not be measured.
+    """
+    if which not in PAIRED_CHOICES:
+        raise ValueError(f"paired must be one of {', '.join(PAIRED_CHOICES)}; got {which!r}")
+    paired: dict[str, float | str] = {}
+    for result in results:
+        target: Target = result.target
+        if which == "none" or result.ratio is None or target.numerator.quantity != "median_ms":
+            continue
+        if which == "auto" and not close_call(result):
+            continue
+        sides = []
+        for measure in (target.numerator, target.denominator):
+            record = find_record(records, measure.method, measure.N, result.mode)
+            sides.append((record, BenchConfig(
+                method=measure.method, N=measure.N, mode=result.mode, device=device,
+                shape=shape, allocator=allocator,
+            )))
+        (a, first), (b, second) = sides
+        rounds = _pair_rounds(a, b, budget_s)
+        timeout_s = 4 * (rounds + 2) * (a.median_ms + b.median_ms) / 1e3 + 120
+        try:
+            times = run_isolated(
+                measure_pair, (first.to_dict(), second.to_dict(), rounds), timeout_s
+            )
+        except WorkerFailed as err:
+            paired[target.name] = str(err)
+        else:
+            paired[target.name] = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
+        if log is not None:
+            value = paired[target.name]
+            shown = f"{value:.3f}" if isinstance(value, float) else value
+            log(f"paired: {target.name}: {shown} ({rounds} rounds)")
+    return paired

@@ -1,0 +1,73 @@
+import pytest
+
+from filterformer.bench import TARGETS, BenchRecord, Target, evaluate_targets
+from filterformer.bench.targets import Measure
+
+
+def _record(method, N, mode, ms, mb=1.0, skipped=None):
+    return BenchRecord(method, N, mode, "cpu", median_ms=None if skipped else ms,
+                       peak_mb=None if skipped else mb, skipped=skipped)
+
+
+def test_ratio_and_verdict_follow_the_bound():
+    records = [_record("gfsa", 4096, "train", 30.0), _record("sdpa", 4096, "train", 15.0)]
+    target = Target("t", Measure("gfsa", 4096, "train"), Measure("sdpa", 4096, "train"), "<=", 2.1)
+    (result,) = evaluate_targets(records, (target,))
+    assert result.ratio == pytest.approx(2.0) and result.passed is True
+    strict = Target("t", target.numerator, target.denominator, "<=", 1.9)
+    assert evaluate_targets(records, (strict,))[0].passed is False
+    at_least = Target("t", target.numerator, target.denominator, ">=", 2.0)
+    assert evaluate_targets(records, (at_least,))[0].passed is True
+
+
+def test_memory_ratio_reads_peak_memory():
+    records = [_record("a", 8, "train", 1.0, mb=500.0), _record("b", 8, "train", 9.0, mb=20.0)]
+    target = Target("t", Measure("a", 8, "train", "peak_mb"), Measure("b", 8, "train", "peak_mb"),
+                    ">=", 10)
+    assert evaluate_targets(records, (target,))[0].ratio == pytest.approx(25.0)
+
+
+def test_missing_or_skipped_side_is_not_measured():
+    records = [_record("gfsa", 4096, "train", 30.0),
+               _record("sdpa", 4096, "train", 0.0, skipped="over budget")]
+    results = evaluate_targets(records)
+    assert len(results) == len(TARGETS)
+    assert all(r.ratio is None and r.passed is None for r in results)
+
+
+def test_every_target_names_a_measurable_configuration():
+    from filterformer.bench import BENCH_METHODS
+
+    for target in TARGETS:
+        for measure in (target.numerator, target.denominator):
+            assert measure.method in BENCH_METHODS
+
+
+def test_bad_quantity_and_operator_are_rejected():
+    with pytest.raises(ValueError, match="quantity must be one of median_ms, peak_mb"):
+        Measure("sdpa", 8, "train", "flops")
+    with pytest.raises(ValueError, match="op must be one of"):
+        Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), "<", 1.0)
+
+
+def test_fallback_mode_is_used_only_when_the_own_mode_is_missing():
+    target = Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), ">=", 2,
+                    fallback_mode="inference")
+    inference = [_record("a", 8, "inference", 9.0), _record("b", 8, "inference", 3.0)]
+    skipped_train = [_record("a", 8, "train", 0.0, skipped="too slow"),
+                     _record("b", 8, "train", 1.0)]
+    (result,) = evaluate_targets(skipped_train + inference, (target,))
+    assert (result.ratio, result.mode, result.passed) == (pytest.approx(3.0), "inference", True)
+    train = [_record("a", 8, "train", 1.0), _record("b", 8, "train", 1.0)]
+    (result,) = evaluate_targets(train + inference, (target,))
+    assert (result.ratio, result.mode, result.passed) == (pytest.approx(1.0), "train", False)
+
+
+def test_target_configurations_include_fallback_modes():
+    from filterformer.bench.targets import target_configurations
+
+    keys = target_configurations()
+    assert {("gfsa", 4096, "train"), ("sdpa", 4096, "train"), ("agf", 2048, "train"),
+            ("gfsa-explicit", 4096, "inference"), ("gfsa", 4096, "inference"),
+            ("samsa-hard-k256", 4096, "inference")} <= keys
+    assert ("sdpa", 4096, "inference") not in keys
