@@ -28,3 +28,16 @@ class LargestAllocation(TorchDispatchMode):
                 if elements > self.largest:
                     self.largest, self.op = elements, func
         return out
+
+
+def assert_no_quadratic_allocation(module: torch.nn.Module, dim: int) -> None:
+    """One training step of ``module`` at N = 4096 and 8192: no operator allocates N×N elements,
+    and the largest allocation at most doubles when N does."""
+    largest = {}
+    for length in (4096, 8192):
+        x = torch.randn(1, length, dim, requires_grad=True)
+        with LargestAllocation() as recorder:
+            module(x).square().mean().backward()
+        assert recorder.largest < length * length, recorder.op
+        largest[length] = recorder.largest
+    assert largest[8192] <= 2 * largest[4096]

@@ -14,7 +14,7 @@ from filterformer.models import SequenceClassifier, TransformerConfig
 from filterformer.optim import no_weight_decay
 
 from ..functional.reference import efficient_maps
-from .allocations import LargestAllocation
+from .allocations import LargestAllocation, assert_no_quadratic_allocation
 from .overfit import overfit_ratio
 
 DIM, HEADS = 16, 2
@@ -145,14 +145,7 @@ def test_block_runs_in_float32_under_autocast():
 def test_nothing_quadratic_is_allocated_and_memory_grows_linearly():
     module = AttentiveGraphFilterAttention(DIM, HEADS, K=5)
     _randomise_filter(module)
-    largest = {}
-    for length in (4096, 8192):
-        x = torch.randn(1, length, DIM, requires_grad=True)
-        with LargestAllocation() as recorder:
-            module(x).square().mean().backward()
-        assert recorder.largest < length * length, recorder.op
-        largest[length] = recorder.largest
-    assert largest[8192] <= 2 * largest[4096]
+    assert_no_quadratic_allocation(module, DIM)
 
 
 def test_gradients_reach_the_filter_and_singular_value_projection():

@@ -13,7 +13,7 @@ from filterformer.attention import (
 )
 from filterformer.functional import topk_split
 
-from .allocations import LargestAllocation
+from .allocations import LargestAllocation, assert_no_quadratic_allocation
 from .overfit import overfit_ratio
 
 DIM, HEADS, SAMPLES = 16, 2, 3
@@ -181,14 +181,7 @@ def test_filter_matrix_is_the_operator_on_the_tokens_values():
 @pytest.mark.parametrize("mode", ["soft", "hard"])
 def test_nothing_quadratic_is_allocated_and_memory_grows_linearly(mode):
     module = SamplingAttention(DIM, HEADS, num_samples=16, mode=mode)
-    largest = {}
-    for length in (4096, 8192):
-        x = torch.randn(1, length, DIM, requires_grad=True)
-        with LargestAllocation() as recorder:
-            module(x).square().mean().backward()
-        assert recorder.largest < length * length, recorder.op
-        largest[length] = recorder.largest
-    assert largest[8192] <= 2 * largest[4096]
+    assert_no_quadratic_allocation(module, DIM)
 
 
 def test_samsa_options_through_the_registry():

@@ -90,6 +90,6 @@ def test_real_python_docs():
 
 
 def test_missing_corpus_names_the_package(tmp_path, monkeypatch):
-    monkeypatch.setattr("filterformer.data.text.debian_path", lambda path, cache_dir=None: None)
+    monkeypatch.setattr("filterformer.data.sources.debian_path", lambda path, cache_dir=None: None)
     with pytest.raises(MissingSourceError, match="r-cran-janeaustenr"):
         load_task("text_lm", corpus="austen", cache_dir=tmp_path)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonsafe import finite_json
+from ..jsonsafe import finite_json, reject_unknown_fields
 
 __all__ = ["BenchRecord", "find_record", "load_records", "save_records"]
 
@@ -65,10 +65,7 @@ class BenchRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchRecord:
-        valid = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown record field(s) {unknown}; valid: {sorted(valid)}")
+        reject_unknown_fields(cls, data)
         return cls(**data)
 
 

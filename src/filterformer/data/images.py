@@ -20,7 +20,12 @@ from torch import Tensor
 
 from .datasets import SequenceDataset, collate_sequences
 from .idx import read_idx
-from .sources import MissingSourceError, debian_fetch_command, debian_path, require_module
+from .sources import (
+    MissingSourceError,
+    debian_fetch_command,
+    require_debian_path,
+    require_module,
+)
 from .splits import carve_validation, subsample, three_way_split
 from .task import TaskData
 
@@ -111,15 +116,10 @@ def _image_task(
 def _fashion_dir(root: str | os.PathLike | None, cache_dir: str | os.PathLike | None) -> Path:
     if root is not None:
         return Path(root).expanduser()
-    found = debian_path(FASHION_MNIST_DIR, cache_dir)
-    if found is None:
-        raise MissingSourceError(
-            f"Fashion-MNIST ({FASHION_MNIST_DIR})",
-            "the Debian package dataset-fashion-mnist, or a directory of the four IDX files "
-            "passed as root",
-            debian_fetch_command("dataset-fashion-mnist", cache_dir),
-        )
-    return found
+    return require_debian_path(
+        FASHION_MNIST_DIR, "Fashion-MNIST", "dataset-fashion-mnist", cache_dir,
+        alternative=", or a directory of the four IDX files passed as root",
+    )
 
 
 def read_fashion_mnist(

@@ -31,6 +31,7 @@ __all__ = [
     "find_source_archive",
     "read_archive_member",
     "read_nested_tar_member",
+    "require_debian_path",
     "require_module",
 ]
 
@@ -87,6 +88,34 @@ def debian_path(path: str, cache_dir: str | os.PathLike | None = None) -> Path |
         return installed
     unpacked = sources_dir(cache_dir) / "debian" / path.lstrip("/")
     return unpacked if unpacked.exists() else None
+
+
+def require_debian_path(
+    path: str,
+    what: str,
+    package: str,
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    alternative: str = "",
+) -> Path:
+    """:func:`debian_path`, or :class:`MissingSourceError` naming ``package`` and how to fetch it.
+
+    Args:
+        path: the absolute path the package installs.
+        what: the source, for the message (e.g. ``"Fashion-MNIST"``).
+        package: the Debian package that provides it.
+        cache_dir: cache root override.
+        alternative: another way to provide it, appended to the message (e.g. ``", or a
+            directory passed as root"``).
+    """
+    found = debian_path(path, cache_dir)
+    if found is None:
+        raise MissingSourceError(
+            f"{what} ({path})",
+            f"the Debian package {package}{alternative}",
+            debian_fetch_command(package, cache_dir),
+        )
+    return found
 
 
 def debian_fetch_command(package: str, cache_dir: str | os.PathLike | None = None) -> str:

@@ -22,7 +22,12 @@ import numpy as np
 import torch
 
 from .datasets import LanguageModelingDataset, collate_sequences
-from .sources import MissingSourceError, debian_fetch_command, debian_path, require_module
+from .sources import (
+    MissingSourceError,
+    debian_fetch_command,
+    require_debian_path,
+    require_module,
+)
 from .splits import check_split_fractions
 from .task import TaskData
 
@@ -68,13 +73,9 @@ def read_austen(cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     and ``Rdata.rdb``, where each range is a 4-byte big-endian length and a zlib stream of one
     serialized R object, here a character vector of lines.
     """
-    folder = debian_path(AUSTEN_DATA, cache_dir)
-    if folder is None:
-        raise MissingSourceError(
-            f"Jane Austen's novels ({AUSTEN_DATA})",
-            "the Debian package r-cran-janeaustenr",
-            debian_fetch_command("r-cran-janeaustenr", cache_dir),
-        )
+    folder = require_debian_path(
+        AUSTEN_DATA, "Jane Austen's novels", "r-cran-janeaustenr", cache_dir
+    )
     require_module("rdata", "rdata")
     import rdata
 
@@ -98,13 +99,9 @@ def read_corpus(name: str, cache_dir: str | os.PathLike | None = None) -> tuple[
         raise ValueError(f"corpus must be one of {CORPORA}; got {name!r}")
     if name == "austen":
         return "\n\n".join(read_austen(cache_dir).values()).encode("utf-8"), AUSTEN_DATA
-    folder = debian_path(PYTHON_DOCS_DIR, cache_dir)
-    if folder is None:
-        raise MissingSourceError(
-            f"the Python 3.11 documentation sources ({PYTHON_DOCS_DIR})",
-            "the Debian package python3.11-doc",
-            debian_fetch_command("python3.11-doc", cache_dir),
-        )
+    folder = require_debian_path(
+        PYTHON_DOCS_DIR, "the Python 3.11 documentation sources", "python3.11-doc", cache_dir
+    )
     return read_text_path(folder), str(folder)
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonsafe import finite_json
+from ..jsonsafe import finite_json, reject_unknown_fields
 
 __all__ = ["DiagnosticsReport", "LearnedFilterCurves"]
 
@@ -91,10 +91,7 @@ class DiagnosticsReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DiagnosticsReport:
         """Inverse of :meth:`to_dict` (None reads back as NaN)."""
-        valid = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - valid)
-        if unknown:
-            raise ValueError(f"unknown report field(s) {unknown}; valid: {sorted(valid)}")
+        reject_unknown_fields(cls, data)
         # Only values inside lists can be NaN; a field that is None was not measured.
         data = {key: value if isinstance(value, str | None) else _nan(value)
                 for key, value in data.items()}

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..attention import get_attention_class
+from ..jsonsafe import reject_unknown_fields
 from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
 
 __all__ = ["TransformerConfig"]
@@ -110,10 +111,7 @@ class TransformerConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise ValueError listing the valid ones."""
-        valid = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown TransformerConfig field(s) {unknown}; valid: {valid}")
+        reject_unknown_fields(cls, data)
         return cls(**data)
 
 

@@ -1,0 +1,29 @@
+import json
+import math
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from filterformer.jsonsafe import finite_json, reject_unknown_fields
+
+
+def test_finite_json_makes_every_non_finite_float_none_at_any_depth():
+    finite = random.uniform(-1e6, 1e6)
+    value = {"a": [finite, math.nan, {"b": (math.inf, -math.inf)}], "c": "text", "d": 3}
+    out = finite_json(value)
+    assert out == {"a": [finite, None, {"b": [None, None]}], "c": "text", "d": 3}
+    json.loads(json.dumps(out, allow_nan=False))  # strict JSON accepts it
+
+
+@dataclass
+class _Fields:
+    alpha: int = 0
+    beta: str = ""
+
+
+def test_reject_unknown_fields_names_the_unknown_and_the_valid_keys():
+    reject_unknown_fields(_Fields, {"alpha": 1})
+    expected = r"unknown _Fields field\(s\) \['gamma'\]; valid: \['alpha', 'beta'\]"
+    with pytest.raises(ValueError, match=expected):
+        reject_unknown_fields(_Fields, {"alpha": 1, "gamma": 2})
