@@ -17,7 +17,7 @@ from ..functional import (
     agf_response,
     efficient_feature_maps,
 )
-from ..functional.polynomials import check_jacobi_parameters
+from ..functional.polynomials import NAMED_JACOBI_PARAMETERS, check_jacobi_parameters
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, split_heads
 from .context import AttentionMaps
@@ -27,10 +27,6 @@ __all__ = ["AGF_AUX_LOSS", "AttentiveGraphFilterAttention"]
 
 #: The name under which AGF layers add their orthogonality regulariser to the model's aux loss.
 AGF_AUX_LOSS = "agf_orthogonality"
-
-#: The Jacobi parameters each named basis fixes.
-_BASIS_PARAMETERS = {"legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}
-
 
 def _compute_dtype(x: Tensor) -> torch.dtype:
     """float32, or wider when the input already is (float64 stays float64)."""
@@ -81,7 +77,7 @@ class AttentiveGraphFilterAttention(AttentionBase):
             raise ValueError(f"K must be an integer >= 1 (the paper's default is 5); got {K!r}")
         if basis == "jacobi":
             check_jacobi_parameters(K, a, b)
-        a, b = _BASIS_PARAMETERS.get(basis, (float(a), float(b)))
+        a, b = NAMED_JACOBI_PARAMETERS.get(basis, (float(a), float(b)))
         if not orthogonality_weight >= 0:
             raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
         super().__init__(dim, num_heads, *base_args, **base_options)

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "NAMED_JACOBI_PARAMETERS",
     "POLYNOMIAL_BASES",
     "chebyshev_basis",
     "check_jacobi_parameters",
@@ -24,6 +25,8 @@ __all__ = [
 
 #: Bases a spectral filter can be expanded in.
 POLYNOMIAL_BASES = ("jacobi", "legendre", "chebyshev", "monomial")
+#: The Jacobi parameters ``(a, b)`` each named Jacobi family fixes.
+NAMED_JACOBI_PARAMETERS = {"legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}
 
 
 def _check_order(K: int) -> int:
@@ -91,7 +94,7 @@ def _basis_terms(x: Tensor, K: int, basis: str, a: float, b: float) -> Iterator[
         raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
     if basis == "monomial":
         return _monomial_terms(x, _check_order(K))
-    a, b = {"jacobi": (a, b), "legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}[basis]
+    a, b = NAMED_JACOBI_PARAMETERS.get(basis, (a, b))
     return _jacobi_terms(x, *check_jacobi_parameters(K, a, b))
 
 
@@ -123,7 +126,7 @@ def jacobi_basis(x: Tensor, K: int, a: float = 1.0, b: float = 1.0) -> Tensor:
 
 def legendre_basis(x: Tensor, K: int) -> Tensor:
     """Legendre polynomials ``P_0 .. P_K``: Jacobi with ``a = b = 0``. Returns ``(..., K+1)``."""
-    return jacobi_basis(x, K, 0.0, 0.0)
+    return jacobi_basis(x, K, *NAMED_JACOBI_PARAMETERS["legendre"])
 
 
 def chebyshev_basis(x: Tensor, K: int) -> Tensor:
@@ -132,7 +135,7 @@ def chebyshev_basis(x: Tensor, K: int) -> Tensor:
     ``P_k^{(−½,−½)} = T_k · C(2k, k) / 4^k``; the constant per order is absorbed by the learned
     coefficient, and this scaling keeps the family on the Jacobi recursion. Returns ``(..., K+1)``.
     """
-    return jacobi_basis(x, K, -0.5, -0.5)
+    return jacobi_basis(x, K, *NAMED_JACOBI_PARAMETERS["chebyshev"])
 
 
 def monomial_basis(x: Tensor, K: int) -> Tensor:
