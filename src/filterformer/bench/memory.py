@@ -14,49 +14,15 @@ allocated before the step (the caching allocator's tensors, not its reserved poo
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import resource
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-__all__ = ["cpu_peak_mb", "cuda_peak_mb", "rss_status"]
+from ..process_memory import release_free_memory, reset_peak_rss, rss_status
 
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def rss_status() -> dict[str, float]:
-    """``VmRSS`` and ``VmHWM`` of this process in MiB (empty where /proc is unavailable)."""
-    try:
-        lines = _STATUS.read_text().splitlines()
-    except OSError:
-        return {}
-    values = {}
-    for line in lines:
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024  # kB -> MiB
-    return values
-
-
-def _trim_heap() -> None:
-    """Return freed heap pages to the system (glibc), so RSS counts only live memory."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def _reset_high_water_mark() -> bool:
-    try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
+__all__ = ["cpu_peak_mb", "cuda_peak_mb"]
 
 
 def _max_rss_mb() -> float:
@@ -70,8 +36,8 @@ def cpu_peak_mb(step: Callable[[], None]) -> tuple[float, str]:
     Returns:
         ``(extra_mb, how)``: the measurement and a sentence saying what it is.
     """
-    _trim_heap()
-    if _reset_high_water_mark() and "VmHWM" in rss_status():
+    release_free_memory()
+    if reset_peak_rss() and "VmHWM" in rss_status():
         before = rss_status()["VmRSS"]
         step()
         return max(rss_status()["VmHWM"] - before, 0.0), (

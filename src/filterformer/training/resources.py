@@ -11,38 +11,14 @@ footprints. Elsewhere (no ``/proc``) the CPU figure is None.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
-import gc
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
+from ..process_memory import release_free_memory, reset_peak_rss, rss_status
+
 __all__ = ["PeakMemory", "StepTimer"]
-
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def _release_free_memory() -> None:
-    """Return freed heap pages to the system, where the C library allows it (glibc)."""
-    gc.collect()
-    name = ctypes.util.find_library("c")
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        ctypes.CDLL(name).malloc_trim(0)
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 class PeakMemory:
@@ -54,7 +30,7 @@ class PeakMemory:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._baseline_kib: int | None = None
+        self._baseline_mib: float | None = None
         self.reset()
 
     @property
@@ -69,22 +45,17 @@ class PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
             return
-        _release_free_memory()
-        try:
-            _CLEAR_REFS.write_text("5")  # "5" resets VmHWM to the current resident set
-        except OSError:
-            self._baseline_kib = None
-            return
-        self._baseline_kib = _status_kib("VmRSS")
+        release_free_memory()
+        self._baseline_mib = rss_status().get("VmRSS") if reset_peak_rss() else None
 
     def peak_bytes(self) -> int | None:
         """Bytes at the peak since :meth:`reset` (None where it cannot be measured)."""
         if self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated(self.device))
-        peak = _status_kib("VmHWM")
-        if peak is None or self._baseline_kib is None:
+        peak = rss_status().get("VmHWM")
+        if peak is None or self._baseline_mib is None:
             return None
-        return max(peak - self._baseline_kib, 0) * 1024
+        return round(max(peak - self._baseline_mib, 0.0) * 2**20)
 
 
 class StepTimer:
