@@ -1,7 +1,14 @@
 import pytest
+import torch
 
 from filterformer.bench import BenchConfig, BenchRecord, BenchShape, Target, evaluate_targets
-from filterformer.bench.paired import close_call, measure_pair, paired_ratios
+from filterformer.bench.paired import (
+    MAX_STEPS_PER_ROUND,
+    close_call,
+    measure_pair,
+    paired_ratios,
+    steps_per_round,
+)
 from filterformer.bench.report import targets_table
 from filterformer.bench.targets import Measure
 
@@ -26,12 +33,25 @@ def test_close_calls_are_within_a_quarter_of_the_bound():
     assert not close_call(evaluate_targets(records, (_target(1.5),))[0])
 
 
-def test_measure_pair_alternates_both_sides_for_every_round():
+def test_measure_pair_runs_each_side_its_steps_in_every_round():
     config = BenchConfig("sdpa", 16, "inference", shape=QUICK, allocator="system")
     other = BenchConfig("efficient", 16, "inference", shape=QUICK, allocator="system")
-    times = measure_pair((config.to_dict(), other.to_dict(), 4))
-    assert len(times["first_ms"]) == len(times["second_ms"]) == 4
+    rounds = int(torch.randint(2, 5, ()))
+    steps = (1, int(torch.randint(1, 4, ())))
+    times = measure_pair((config.to_dict(), other.to_dict(), rounds, steps))
+    assert len(times["first_ms"]) == rounds * steps[0]
+    assert len(times["second_ms"]) == rounds * steps[1]
     assert all(t > 0 for t in times["first_ms"] + times["second_ms"])
+
+
+def test_the_shorter_side_runs_about_as_long_as_the_longer_per_round():
+    long_ms = float(torch.empty(()).uniform_(100.0, 1000.0))
+    for ratio in (1.0, 1.4, 3.0, 5.6):
+        assert steps_per_round(long_ms, long_ms / ratio) == (1, round(ratio))
+        assert steps_per_round(long_ms / ratio, long_ms) == (round(ratio), 1)
+    assert steps_per_round(long_ms, long_ms / 1000) == (1, MAX_STEPS_PER_ROUND)
+    with pytest.raises(ValueError, match="step times must be > 0"):
+        steps_per_round(0.0, long_ms)
 
 
 def test_paired_ratios_measures_only_what_is_asked():

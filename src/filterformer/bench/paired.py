@@ -4,7 +4,9 @@ The table's configurations are each measured in their own process, minutes apart
 machine a burst of other work can move one of them by tens of percent. A paired check builds
 both sides of a ratio in one fresh process and alternates their steps (A B B A A B …), so slow
 drifts in the machine's load fall on both alike; the ratio of the two medians is reported beside
-the table's.
+the table's. When one side's step is much shorter, it runs several steps per round (about as long
+as the other side's one step, at most :data:`MAX_STEPS_PER_ROUND`), so its median is not read off
+a handful of steps that each follow the long one.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from .targets import Target, TargetResult
 from .timing import cpu_timer, cuda_timer, median_ms
 from .worker import WorkerFailed, run_isolated
 
-__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_ratios"]
+__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_ratios", "steps_per_round"]
 
 #: ``auto``: only targets whose ratio is within 25 % of the bound; ``all``; ``none``.
 PAIRED_CHOICES = ("auto", "all", "none")
 #: How close to its bound a ratio must be for ``auto`` to re-measure it.
 CLOSE_CALL = 1.25
+#: The most steps the shorter side of a pair runs per round.
+MAX_STEPS_PER_ROUND = 8
 
 
 def close_call(result: TargetResult) -> bool:
@@ -35,17 +39,29 @@ def close_call(result: TargetResult) -> bool:
     return abs(math.log(result.ratio / result.target.bound)) < math.log(CLOSE_CALL)
 
 
-def measure_pair(argument: tuple[dict[str, Any], dict[str, Any], int]) -> dict[str, list[float]]:
+def steps_per_round(first_ms: float, second_ms: float) -> tuple[int, int]:
+    """Steps of each side per round: one for the longer, about as long in all for the shorter."""
+    if first_ms <= 0 or second_ms <= 0:
+        raise ValueError(f"step times must be > 0; got {first_ms} and {second_ms}")
+    longer, shorter = max(first_ms, second_ms), min(first_ms, second_ms)
+    repeat = max(1, min(MAX_STEPS_PER_ROUND, round(longer / shorter)))
+    return (1, repeat) if first_ms >= second_ms else (repeat, 1)
+
+
+def measure_pair(
+    argument: tuple[dict[str, Any], dict[str, Any], int, tuple[int, int]],
+) -> dict[str, list[float]]:
     """Alternate the steps of two configurations in this process (run in a worker).
 
     Args:
-        argument: ``(first, second, rounds)``: the two configurations as dicts, then how many
-            timed steps each gets.
+        argument: ``(first, second, rounds, steps)``: the two configurations as dicts, how many
+            rounds, and how many timed steps each side runs per round (see
+            :func:`steps_per_round`). Rounds alternate which side goes first.
 
     Returns:
-        ``{"first_ms": [...], "second_ms": [...]}``.
+        ``{"first_ms": [...], "second_ms": [...]}``, ``rounds × steps[i]`` times each.
     """
-    first, second, rounds = argument
+    first, second, rounds, steps = argument
     configs = [BenchConfig.from_dict(c) for c in (first, second)]
     cases = [prepare_case(config) for config in configs]
     use_timing_heap(configs[0])
@@ -55,14 +71,14 @@ def measure_pair(argument: tuple[dict[str, Any], dict[str, Any], int]) -> dict[s
     times: list[list[float]] = [[], []]
     for index in range(rounds):
         for side in (0, 1) if index % 2 == 0 else (1, 0):
-            cases[side].reset()
-            times[side].append(timer(cases[side].step))
+            for _ in range(steps[side]):
+                cases[side].reset()
+                times[side].append(timer(cases[side].step))
     return {"first_ms": times[0], "second_ms": times[1]}
 
 
-def _pair_rounds(a: BenchRecord, b: BenchRecord, budget_s: float) -> int:
-    per_round_s = (a.median_ms + b.median_ms) / 1e3
-    return max(3, min(9, int(budget_s / per_round_s)))
+def _round_s(a: BenchRecord, b: BenchRecord, steps: tuple[int, int]) -> float:
+    return (steps[0] * a.median_ms + steps[1] * b.median_ms) / 1e3
 
 
 def paired_ratios(
@@ -106,11 +122,13 @@ def paired_ratios(
                 shape=shape, allocator=allocator,
             )))
         (a, first), (b, second) = sides
-        rounds = _pair_rounds(a, b, budget_s)
-        timeout_s = 4 * (rounds + 2) * (a.median_ms + b.median_ms) / 1e3 + 120
+        steps = steps_per_round(a.median_ms, b.median_ms)
+        round_s = _round_s(a, b, steps)
+        rounds = max(3, min(9, int(budget_s / round_s)))
+        timeout_s = 4 * (rounds + 2) * round_s + 120
         try:
             times = run_isolated(
-                measure_pair, (first.to_dict(), second.to_dict(), rounds), timeout_s
+                measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
             )
         except WorkerFailed as err:
             paired[target.name] = str(err)
@@ -119,5 +137,6 @@ def paired_ratios(
         if log is not None:
             value = paired[target.name]
             shown = f"{value:.3f}" if isinstance(value, float) else value
-            log(f"paired: {target.name}: {shown} ({rounds} rounds)")
+            each = f"{steps[0]} + {steps[1]} steps"
+            log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
     return paired
