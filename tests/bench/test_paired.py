@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -6,7 +8,7 @@ from filterformer.bench.paired import (
     MAX_STEPS_PER_ROUND,
     close_call,
     measure_pair,
-    paired_ratios,
+    paired_results,
     steps_per_round,
 )
 from filterformer.bench.report import targets_table
@@ -54,19 +56,32 @@ def test_the_shorter_side_runs_about_as_long_as_the_longer_per_round():
         steps_per_round(0.0, long_ms)
 
 
-def test_paired_ratios_measures_only_what_is_asked():
+def test_paired_results_measures_only_what_is_asked():
     records = _records(2.0, 1.0)
     results = evaluate_targets(records, (_target(2.1), _target(100.0)))
     kwargs = {"shape": QUICK, "device": "cpu", "allocator": "reuse", "budget_s": 0.0}
-    assert paired_ratios(records, results, which="none", **kwargs) == {}
-    auto = paired_ratios(records, results, which="auto", **kwargs)
-    assert list(auto) == ["gfsa / sdpa"] and auto["gfsa / sdpa"] > 0
+    assert paired_results(records, results, which="none", **kwargs) == results
+    close, far = paired_results(records, results, which="auto", **kwargs)
+    assert isinstance(close.paired, float) and close.paired > 0
+    assert far == results[1] and far.paired is None
     with pytest.raises(ValueError, match="paired must be one of auto, all, none"):
-        paired_ratios(records, results, which="some", **kwargs)
+        paired_results(records, results, which="some", **kwargs)
 
 
-def test_targets_table_shows_the_paired_verdict():
-    records = _records(2.2, 1.0)
-    results = evaluate_targets(records, (_target(2.1),))
-    row = targets_table(results, {"gfsa / sdpa": 2.05}).splitlines()[2]
-    assert row == "| gfsa / sdpa | train | 2.20 | <= 2.1 | **miss** | 2.05 (pass) |"
+def test_the_verdict_reads_the_paired_ratio_where_there_is_one():
+    table_ratio = float(torch.empty(()).uniform_(2.15, 3.0))
+    paired_ratio = float(torch.empty(()).uniform_(1.5, 2.05))
+    (result,) = evaluate_targets(_records(table_ratio, 1.0), (_target(2.1),))
+    assert result.passed is False
+    checked = replace(result, paired=paired_ratio)
+    assert checked.verdict_ratio == paired_ratio and checked.passed is True
+    failed = replace(result, paired="worker failed")
+    assert failed.verdict_ratio == pytest.approx(table_ratio) and failed.passed is False
+
+
+def test_targets_table_shows_both_ratios_and_the_paired_verdict():
+    (result,) = evaluate_targets(_records(2.2, 1.0), (_target(2.1),))
+    row = targets_table([replace(result, paired=2.05)]).splitlines()[2]
+    assert row == "| gfsa / sdpa | train | 2.20 | 2.05 | <= 2.1 | pass |"
+    row = targets_table([result]).splitlines()[2]
+    assert row == "| gfsa / sdpa | train | 2.20 |  | <= 2.1 | **miss** |"

@@ -3,16 +3,18 @@
 The table's configurations are each measured in their own process, minutes apart; on a shared
 machine a burst of other work can move one of them by tens of percent. A paired check builds
 both sides of a ratio in one fresh process and alternates their steps (A B B A A B …), so slow
-drifts in the machine's load fall on both alike; the ratio of the two medians is reported beside
-the table's. When one side's step is much shorter, it runs several steps per round (about as long
-as the other side's one step, at most :data:`MAX_STEPS_PER_ROUND`), so its median is not read off
-a handful of steps that each follow the long one.
+drifts in the machine's load fall on both alike. The ratio of the two medians is reported beside
+the table's and, being measured side by side, decides the target's verdict. When one side's step
+is much shorter, it runs several steps per round (about as long as the other side's one step, at
+most :data:`MAX_STEPS_PER_ROUND`), so its median is not read off a handful of steps that each
+follow the long one.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .config import BenchConfig, BenchShape
@@ -22,7 +24,7 @@ from .targets import Target, TargetResult
 from .timing import cpu_timer, cuda_timer, median_ms
 from .worker import WorkerFailed, run_isolated
 
-__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_ratios", "steps_per_round"]
+__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_results", "steps_per_round"]
 
 #: ``auto``: only targets whose ratio is within 25 % of the bound; ``all``; ``none``.
 PAIRED_CHOICES = ("auto", "all", "none")
@@ -81,7 +83,7 @@ def _round_s(a: BenchRecord, b: BenchRecord, steps: tuple[int, int]) -> float:
     return (steps[0] * a.median_ms + steps[1] * b.median_ms) / 1e3
 
 
-def paired_ratios(
+def paired_results(
     records: list[BenchRecord],
     results: list[TargetResult],
     *,
@@ -91,7 +93,7 @@ def paired_ratios(
     which: str = "auto",
     budget_s: float = 60.0,
     log: Callable[[str], None] | None = None,
-) -> dict[str, float | str]:
+) -> list[TargetResult]:
     """Re-measure the time targets of ``results`` in pairs.
 
     Args:
@@ -103,40 +105,52 @@ def paired_ratios(
         log: called with a line per pair.
 
     Returns:
-        Target name -> the paired ratio, or the reason it could not be measured.
+        ``results``, each re-measured one with its :attr:`~TargetResult.paired` ratio (or the
+        reason it could not be measured) set.
     """
     if which not in PAIRED_CHOICES:
         raise ValueError(f"paired must be one of {', '.join(PAIRED_CHOICES)}; got {which!r}")
-    paired: dict[str, float | str] = {}
-    for result in results:
-        target: Target = result.target
-        if which == "none" or result.ratio is None or target.numerator.quantity != "median_ms":
-            continue
-        if which == "auto" and not close_call(result):
-            continue
-        sides = []
-        for measure in (target.numerator, target.denominator):
-            record = find_record(records, measure.method, measure.N, result.mode)
-            sides.append((record, BenchConfig(
-                method=measure.method, N=measure.N, mode=result.mode, device=device,
-                shape=shape, allocator=allocator,
-            )))
-        (a, first), (b, second) = sides
-        steps = steps_per_round(a.median_ms, b.median_ms)
-        round_s = _round_s(a, b, steps)
-        rounds = max(3, min(9, int(budget_s / round_s)))
-        timeout_s = 4 * (rounds + 2) * round_s + 120
-        try:
-            times = run_isolated(
-                measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
-            )
-        except WorkerFailed as err:
-            paired[target.name] = str(err)
-        else:
-            paired[target.name] = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
-        if log is not None:
-            value = paired[target.name]
-            shown = f"{value:.3f}" if isinstance(value, float) else value
-            each = f"{steps[0]} + {steps[1]} steps"
-            log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
-    return paired
+    return [_paired(result, records, shape, device, allocator, which, budget_s, log)
+            for result in results]
+
+
+def _paired(
+    result: TargetResult,
+    records: list[BenchRecord],
+    shape: BenchShape,
+    device: str,
+    allocator: str,
+    which: str,
+    budget_s: float,
+    log: Callable[[str], None] | None,
+) -> TargetResult:
+    target: Target = result.target
+    if which == "none" or result.ratio is None or target.numerator.quantity != "median_ms":
+        return result
+    if which == "auto" and not close_call(result):
+        return result
+    sides = []
+    for measure in (target.numerator, target.denominator):
+        record = find_record(records, measure.method, measure.N, result.mode)
+        sides.append((record, BenchConfig(
+            method=measure.method, N=measure.N, mode=result.mode, device=device,
+            shape=shape, allocator=allocator,
+        )))
+    (a, first), (b, second) = sides
+    steps = steps_per_round(a.median_ms, b.median_ms)
+    round_s = _round_s(a, b, steps)
+    rounds = max(3, min(9, int(budget_s / round_s)))
+    timeout_s = 4 * (rounds + 2) * round_s + 120
+    try:
+        times = run_isolated(
+            measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
+        )
+    except WorkerFailed as err:
+        paired: float | str = str(err)
+    else:
+        paired = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
+    if log is not None:
+        shown = f"{paired:.3f}" if isinstance(paired, float) else paired
+        each = f"{steps[0]} + {steps[1]} steps"
+        log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
+    return replace(result, paired=paired)

@@ -85,16 +85,31 @@ class Target:
 
 @dataclass(frozen=True)
 class TargetResult:
-    """A target evaluated on one run: the ratio (None if not measured), the mode it was measured
-    in, and whether it holds."""
+    """A target evaluated on one run, and whether it holds.
+
+    Attributes:
+        target: the target.
+        ratio: the ratio of the two table records (None if either was not measured).
+        mode: the mode both were read in.
+        paired: the ratio re-measured with both sides alternated in one process, or why that
+            failed; None when no paired check was made.
+    """
 
     target: Target
     ratio: float | None
     mode: str
+    paired: float | str | None = None
+
+    @property
+    def verdict_ratio(self) -> float | None:
+        """The ratio the verdict reads: the paired check's where one was measured (both sides
+        side by side), else the table's."""
+        return self.paired if isinstance(self.paired, float) else self.ratio
 
     @property
     def passed(self) -> bool | None:
-        return None if self.ratio is None else self.target.holds(self.ratio)
+        ratio = self.verdict_ratio
+        return None if ratio is None else self.target.holds(ratio)
 
 
 def _time(method: str, N: int, mode: str = "train") -> Measure:

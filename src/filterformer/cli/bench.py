@@ -31,7 +31,7 @@ from ..bench import (
 )
 from ..bench.allocator import ALLOCATORS
 from ..bench.config import DEVICES, resolve_device
-from ..bench.paired import PAIRED_CHOICES, paired_ratios
+from ..bench.paired import PAIRED_CHOICES, paired_results
 from ..jsonsafe import finite_json
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
@@ -180,18 +180,18 @@ def run(args: argparse.Namespace) -> int:
         # Other work on the machine moves CPU timings: say how busy it was throughout.
         machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     results = evaluate_targets(records)
-    paired = paired_ratios(
+    results = paired_results(
         records, results, shape=settings.shape, device=device, allocator=settings.allocator,
         which=args.paired, log=print,
     )
-    report = markdown_report(records, results, machine, _command(settings, args), paired)
+    report = markdown_report(records, results, machine, _command(settings, args))
     save_records(records, args.output / "bench.json")
     (args.output / "bench.md").write_text(report)
     (args.output / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
     targets = [
         {
             "target": r.target.name, "mode": r.mode, "ratio": r.ratio, "op": r.target.op,
-            "bound": r.target.bound, "passed": r.passed, "paired": paired.get(r.target.name),
+            "bound": r.target.bound, "paired": r.paired, "passed": r.passed,
         }
         for r in results
     ]
