@@ -96,7 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--paired", choices=PAIRED_CHOICES, default="auto",
         help="re-measure time targets with both sides alternated in one process: those within "
-        "25%% of their bound (auto, default), all, or none",
+        "25%% of their bound (auto, default), all, or none; a target's verdict reads its paired "
+        "ratio where one was measured",
     )
     parser.add_argument("--list", action="store_true", help="list the methods and exit")
 
