@@ -79,10 +79,6 @@ def measure_pair(
     return {"first_ms": times[0], "second_ms": times[1]}
 
 
-def _round_s(a: BenchRecord, b: BenchRecord, steps: tuple[int, int]) -> float:
-    return (steps[0] * a.median_ms + steps[1] * b.median_ms) / 1e3
-
-
 def paired_results(
     records: list[BenchRecord],
     results: list[TargetResult],
@@ -110,47 +106,36 @@ def paired_results(
     """
     if which not in PAIRED_CHOICES:
         raise ValueError(f"paired must be one of {', '.join(PAIRED_CHOICES)}; got {which!r}")
-    return [_paired(result, records, shape, device, allocator, which, budget_s, log)
-            for result in results]
-
-
-def _paired(
-    result: TargetResult,
-    records: list[BenchRecord],
-    shape: BenchShape,
-    device: str,
-    allocator: str,
-    which: str,
-    budget_s: float,
-    log: Callable[[str], None] | None,
-) -> TargetResult:
-    target: Target = result.target
-    if which == "none" or result.ratio is None or target.numerator.quantity != "median_ms":
-        return result
-    if which == "auto" and not close_call(result):
-        return result
-    sides = []
-    for measure in (target.numerator, target.denominator):
-        record = find_record(records, measure.method, measure.N, result.mode)
-        sides.append((record, BenchConfig(
-            method=measure.method, N=measure.N, mode=result.mode, device=device,
-            shape=shape, allocator=allocator,
-        )))
-    (a, first), (b, second) = sides
-    steps = steps_per_round(a.median_ms, b.median_ms)
-    round_s = _round_s(a, b, steps)
-    rounds = max(3, min(9, int(budget_s / round_s)))
-    timeout_s = 4 * (rounds + 2) * round_s + 120
-    try:
-        times = run_isolated(
-            measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
-        )
-    except WorkerFailed as err:
-        paired: float | str = str(err)
-    else:
-        paired = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
-    if log is not None:
-        shown = f"{paired:.3f}" if isinstance(paired, float) else paired
-        each = f"{steps[0]} + {steps[1]} steps"
-        log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
-    return replace(result, paired=paired)
+    checked = []
+    for result in results:
+        target: Target = result.target
+        measured = result.ratio is not None and target.numerator.quantity == "median_ms"
+        if which == "none" or not measured or (which == "auto" and not close_call(result)):
+            checked.append(result)
+            continue
+        sides = []
+        for measure in (target.numerator, target.denominator):
+            record = find_record(records, measure.method, measure.N, result.mode)
+            sides.append((record, BenchConfig(
+                method=measure.method, N=measure.N, mode=result.mode, device=device,
+                shape=shape, allocator=allocator,
+            )))
+        (a, first), (b, second) = sides
+        steps = steps_per_round(a.median_ms, b.median_ms)
+        round_s = (steps[0] * a.median_ms + steps[1] * b.median_ms) / 1e3
+        rounds = max(3, min(9, int(budget_s / round_s)))
+        timeout_s = 4 * (rounds + 2) * round_s + 120
+        try:
+            times = run_isolated(
+                measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
+            )
+        except WorkerFailed as err:
+            paired: float | str = str(err)
+        else:
+            paired = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
+        if log is not None:
+            shown = f"{paired:.3f}" if isinstance(paired, float) else paired
+            each = f"{steps[0]} + {steps[1]} steps"
+            log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
+        checked.append(replace(result, paired=paired))
+    return checked
