@@ -9,6 +9,7 @@ from filterformer.bench.paired import (
     close_call,
     measure_pair,
     paired_results,
+    round_ratios,
     steps_per_round,
 )
 from filterformer.bench.report import targets_table
@@ -56,6 +57,19 @@ def test_the_shorter_side_runs_about_as_long_as_the_longer_per_round():
         steps_per_round(0.0, long_ms)
 
 
+def test_round_ratios_divide_the_sides_means_within_each_round():
+    rounds = int(torch.randint(3, 8, ()))
+    steps = (int(torch.randint(1, 4, ())), int(torch.randint(1, 4, ())))
+    first = torch.empty(rounds, steps[0], dtype=torch.float64).uniform_(50.0, 150.0)
+    second = torch.empty(rounds, steps[1], dtype=torch.float64).uniform_(10.0, 90.0)
+    times = {"first_ms": first.flatten().tolist(), "second_ms": second.flatten().tolist()}
+    expected = (first.mean(1) / second.mean(1)).tolist()
+    assert round_ratios(times, steps) == pytest.approx(expected, rel=1e-12)
+    times["second_ms"].pop()
+    with pytest.raises(ValueError, match="times must hold whole rounds"):
+        round_ratios(times, steps)
+
+
 def test_paired_results_measures_only_what_is_asked():
     records = _records(2.0, 1.0)
     results = evaluate_targets(records, (_target(2.1), _target(100.0)))
@@ -63,6 +77,8 @@ def test_paired_results_measures_only_what_is_asked():
     assert paired_results(records, results, which="none", **kwargs) == results
     close, far = paired_results(records, results, which="auto", **kwargs)
     assert isinstance(close.paired, float) and close.paired > 0
+    low, high = close.paired_spread
+    assert 0 < low <= close.paired <= high
     assert far == results[1] and far.paired is None
     with pytest.raises(ValueError, match="paired must be one of auto, all, none"):
         paired_results(records, results, which="some", **kwargs)
@@ -83,5 +99,8 @@ def test_targets_table_shows_both_ratios_and_the_paired_verdict():
     (result,) = evaluate_targets(_records(2.2, 1.0), (_target(2.1),))
     row = targets_table([replace(result, paired=2.05)]).splitlines()[2]
     assert row == "| gfsa / sdpa | train | 2.20 | 2.05 | <= 2.1 | pass |"
+    spread = replace(result, paired=2.05, paired_spread=(1.98, 2.13))
+    row = targets_table([spread]).splitlines()[2]
+    assert row == "| gfsa / sdpa | train | 2.20 | 2.05 (1.98–2.13) | <= 2.1 | pass |"
     row = targets_table([result]).splitlines()[2]
     assert row == "| gfsa / sdpa | train | 2.20 |  | <= 2.1 | **miss** |"

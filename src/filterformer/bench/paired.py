@@ -3,16 +3,18 @@
 The table's configurations are each measured in their own process, minutes apart; on a shared
 machine a burst of other work can move one of them by tens of percent. A paired check builds
 both sides of a ratio in one fresh process and alternates their steps (A B B A A B …), so slow
-drifts in the machine's load fall on both alike. The ratio of the two medians is reported beside
-the table's and, being measured side by side, decides the target's verdict. When one side's step
-is much shorter, it runs several steps per round (about as long as the other side's one step, at
-most :data:`MAX_STEPS_PER_ROUND`), so its median is not read off a handful of steps that each
-follow the long one.
+drifts in the machine's load fall on both alike. Each round gives one ratio (the mean of the
+first side's steps in it over the second's, steps taken seconds apart); their median, with the
+middle half of them beside it, is reported next to the table's ratio and, being measured side by
+side, decides the target's verdict. When one side's step is much shorter, it runs several steps
+per round (about as long as the other side's one step, at most :data:`MAX_STEPS_PER_ROUND`), so
+its part of a round is not one step that follows the long one.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -21,10 +23,17 @@ from .config import BenchConfig, BenchShape
 from .measure import prepare_case, use_timing_heap
 from .records import BenchRecord, find_record
 from .targets import Target, TargetResult
-from .timing import cpu_timer, cuda_timer, median_ms
+from .timing import cpu_timer, cuda_timer
 from .worker import WorkerFailed, run_isolated
 
-__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_results", "steps_per_round"]
+__all__ = [
+    "PAIRED_CHOICES",
+    "close_call",
+    "measure_pair",
+    "paired_results",
+    "round_ratios",
+    "steps_per_round",
+]
 
 #: ``auto``: only targets whose ratio is within 25 % of the bound; ``all``; ``none``.
 PAIRED_CHOICES = ("auto", "all", "none")
@@ -32,6 +41,8 @@ PAIRED_CHOICES = ("auto", "all", "none")
 CLOSE_CALL = 1.25
 #: The most steps the shorter side of a pair runs per round.
 MAX_STEPS_PER_ROUND = 8
+#: The fewest and most rounds of one pair (within its time budget).
+MIN_ROUNDS, MAX_ROUNDS = 3, 15
 
 
 def close_call(result: TargetResult) -> bool:
@@ -48,6 +59,32 @@ def steps_per_round(first_ms: float, second_ms: float) -> tuple[int, int]:
     longer, shorter = max(first_ms, second_ms), min(first_ms, second_ms)
     repeat = max(1, min(MAX_STEPS_PER_ROUND, round(longer / shorter)))
     return (1, repeat) if first_ms >= second_ms else (repeat, 1)
+
+
+def round_ratios(
+    times: dict[str, list[float]], steps: tuple[int, int]
+) -> list[float]:
+    """Each round's ratio: the mean of the first side's steps in it over the second side's.
+
+    Args:
+        times: :func:`measure_pair`'s result, each side's times in the order they were taken.
+        steps: the steps each side ran per round.
+
+    Returns:
+        One ratio per round.
+    """
+    first, second = times["first_ms"], times["second_ms"]
+    rounds = len(first) // steps[0]
+    if rounds < 1 or len(first) != rounds * steps[0] or len(second) != rounds * steps[1]:
+        raise ValueError(
+            f"times must hold whole rounds of {steps[0]} + {steps[1]} steps; got "
+            f"{len(first)} + {len(second)}"
+        )
+    return [
+        statistics.fmean(first[i * steps[0]:(i + 1) * steps[0]])
+        / statistics.fmean(second[i * steps[1]:(i + 1) * steps[1]])
+        for i in range(rounds)
+    ]
 
 
 def measure_pair(
@@ -101,8 +138,9 @@ def paired_results(
         log: called with a line per pair.
 
     Returns:
-        ``results``, each re-measured one with its :attr:`~TargetResult.paired` ratio (or the
-        reason it could not be measured) set.
+        ``results``, each re-measured one with its :attr:`~TargetResult.paired` ratio (the
+        median of the rounds' ratios, or the reason it could not be measured) and
+        :attr:`~TargetResult.paired_spread` (their quartiles) set.
     """
     if which not in PAIRED_CHOICES:
         raise ValueError(f"paired must be one of {', '.join(PAIRED_CHOICES)}; got {which!r}")
@@ -123,19 +161,23 @@ def paired_results(
         (a, first), (b, second) = sides
         steps = steps_per_round(a.median_ms, b.median_ms)
         round_s = (steps[0] * a.median_ms + steps[1] * b.median_ms) / 1e3
-        rounds = max(3, min(9, int(budget_s / round_s)))
+        rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(budget_s / round_s)))
         timeout_s = 4 * (rounds + 2) * round_s + 120
         try:
             times = run_isolated(
                 measure_pair, (first.to_dict(), second.to_dict(), rounds, steps), timeout_s
             )
         except WorkerFailed as err:
-            paired: float | str = str(err)
+            checked.append(replace(result, paired=str(err)))
+            shown = str(err)
         else:
-            paired = median_ms(times["first_ms"]) / median_ms(times["second_ms"])
+            ratios = round_ratios(times, steps)
+            low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+            checked.append(replace(
+                result, paired=statistics.median(ratios), paired_spread=(low, high)
+            ))
+            shown = f"{checked[-1].paired:.3f} (middle half of the rounds {low:.3f}–{high:.3f})"
         if log is not None:
-            shown = f"{paired:.3f}" if isinstance(paired, float) else paired
             each = f"{steps[0]} + {steps[1]} steps"
             log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")
-        checked.append(replace(result, paired=paired))
     return checked

@@ -82,6 +82,8 @@ def targets_table(results: list[TargetResult]) -> str:
         paired = result.paired if result.paired is not None else ""
         if isinstance(paired, float):
             paired = f"{paired:.2f}"
+            if result.paired_spread is not None:
+                paired += " ({:.2f}–{:.2f})".format(*result.paired_spread)
         lines.append(
             f"| {target.name} | {result.mode} | {measured} | {paired} "
             f"| {target.op} {target.bound:g} | {_verdict(result.passed)} |"
@@ -148,8 +150,9 @@ def markdown_report(
         lines += [
             "A paired ratio re-measures a time ratio with both sides built in one fresh process "
             "and their steps alternated, so load from elsewhere on the machine falls on both "
-            "alike; where there is one, the result reads it rather than the table's ratio of "
-            "two processes run minutes apart.",
+            "alike: the median of the rounds' ratios, the middle half of them in parentheses. "
+            "Where there is one, the result reads it rather than the table's ratio of two "
+            "processes run minutes apart.",
             "",
         ]
     lines += ["## What one step runs", "", "| method | level | one step |", "|---|---|---|"]

@@ -91,14 +91,17 @@ class TargetResult:
         target: the target.
         ratio: the ratio of the two table records (None if either was not measured).
         mode: the mode both were read in.
-        paired: the ratio re-measured with both sides alternated in one process, or why that
-            failed; None when no paired check was made.
+        paired: the ratio re-measured with both sides alternated in one process (the median of
+            its rounds' ratios), or why that failed; None when no paired check was made.
+        paired_spread: the first and third quartiles of the rounds' ratios (the middle half of
+            them), when ``paired`` was measured.
     """
 
     target: Target
     ratio: float | None
     mode: str
     paired: float | str | None = None
+    paired_spread: tuple[float, float] | None = None
 
     @property
     def verdict_ratio(self) -> float | None:

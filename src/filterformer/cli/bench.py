@@ -192,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
     targets = [
         {
             "target": r.target.name, "mode": r.mode, "ratio": r.ratio, "op": r.target.op,
-            "bound": r.target.bound, "paired": r.paired, "passed": r.passed,
+            "bound": r.target.bound, "paired": r.paired, "paired_spread": r.paired_spread,
+            "passed": r.passed,
         }
         for r in results
     ]
