@@ -42,7 +42,7 @@ CLOSE_CALL = 1.25
 #: The most steps the shorter side of a pair runs per round.
 MAX_STEPS_PER_ROUND = 8
 #: The fewest and most rounds of one pair (within its time budget).
-MIN_ROUNDS, MAX_ROUNDS = 3, 15
+MIN_ROUNDS, MAX_ROUNDS = 5, 15
 
 
 def close_call(result: TargetResult) -> bool:
@@ -134,7 +134,7 @@ def paired_results(
         results: the targets evaluated on ``records``.
         shape, device, allocator: as in the run.
         which: one of :data:`PAIRED_CHOICES`.
-        budget_s: the timed rounds of one pair stop near this (at least 3 rounds).
+        budget_s: the timed rounds of one pair stop near this (at least :data:`MIN_ROUNDS`).
         log: called with a line per pair.
 
     Returns:
