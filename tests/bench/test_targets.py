@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from filterformer.bench import TARGETS, BenchRecord, Target, evaluate_targets
 from filterformer.bench.targets import Measure
@@ -50,20 +51,20 @@ def test_bad_quantity_and_operator_are_rejected():
         Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), "<", 1.0)
 
 
-def test_fallback_mode_is_used_only_when_the_own_mode_is_missing():
-    target = Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), ">=", 2,
-                    fallback_mode="inference")
-    inference = [_record("a", 8, "inference", 9.0), _record("b", 8, "inference", 3.0)]
-    skipped_train = [_record("a", 8, "train", 0.0, skipped="too slow"),
-                     _record("b", 8, "train", 1.0)]
-    (result,) = evaluate_targets(skipped_train + inference, (target,))
-    assert (result.ratio, result.mode, result.passed) == (pytest.approx(3.0), "inference", True)
-    train = [_record("a", 8, "train", 1.0), _record("b", 8, "train", 1.0)]
-    (result,) = evaluate_targets(train + inference, (target,))
-    assert (result.ratio, result.mode, result.passed) == (pytest.approx(1.0), "train", False)
+def test_a_target_reads_its_own_modes_only():
+    target = Target("t", Measure("a", 8, "train"), Measure("b", 8, "inference"), ">=", 2)
+    a_ms, b_ms = (float(x) for x in torch.empty(2).uniform_(1.0, 10.0))
+    records = [_record("a", 8, "train", a_ms), _record("b", 8, "inference", b_ms),
+               _record("a", 8, "inference", 1.0), _record("b", 8, "train", 1.0)]
+    (result,) = evaluate_targets(records, (target,))
+    assert (result.ratio, result.mode) == (pytest.approx(a_ms / b_ms), "train")
+    assert result.passed is (a_ms / b_ms >= 2)
+    skipped = [_record("a", 8, "train", 0.0, skipped="too slow"), *records[1:]]
+    (result,) = evaluate_targets(skipped, (target,))
+    assert result.ratio is None and result.passed is None
 
 
-def test_target_configurations_include_fallback_modes():
+def test_target_configurations_are_the_modes_the_targets_read():
     from filterformer.bench.targets import target_configurations
 
     keys = target_configurations()
@@ -71,3 +72,4 @@ def test_target_configurations_include_fallback_modes():
             ("gfsa-explicit", 4096, "inference"), ("gfsa", 4096, "inference"),
             ("samsa-hard-k256", 4096, "inference")} <= keys
     assert ("sdpa", 4096, "inference") not in keys
+    assert ("gfsa-explicit", 4096, "train") not in keys

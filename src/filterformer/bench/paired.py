@@ -153,9 +153,9 @@ def paired_results(
             continue
         sides = []
         for measure in (target.numerator, target.denominator):
-            record = find_record(records, measure.method, measure.N, result.mode)
+            record = find_record(records, measure.method, measure.N, measure.mode)
             sides.append((record, BenchConfig(
-                method=measure.method, N=measure.N, mode=result.mode, device=device,
+                method=measure.method, N=measure.N, mode=measure.mode, device=device,
                 shape=shape, allocator=allocator,
             )))
         (a, first), (b, second) = sides

@@ -37,7 +37,7 @@ from ..jsonsafe import finite_json
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
 DEFAULT_BUDGET_S = 30.0
-DEFAULT_TARGET_BUDGET_S = 120.0
+DEFAULT_TARGET_BUDGET_S = 180.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
