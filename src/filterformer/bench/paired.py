@@ -61,9 +61,7 @@ def steps_per_round(first_ms: float, second_ms: float) -> tuple[int, int]:
     return (1, repeat) if first_ms >= second_ms else (repeat, 1)
 
 
-def round_ratios(
-    times: dict[str, list[float]], steps: tuple[int, int]
-) -> list[float]:
+def round_ratios(times: dict[str, list[float]], steps: tuple[int, int]) -> list[float]:
     """Each round's ratio: the mean of the first side's steps in it over the second side's.
 
     Args:
@@ -172,11 +170,10 @@ def paired_results(
             shown = str(err)
         else:
             ratios = round_ratios(times, steps)
+            paired = statistics.median(ratios)
             low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
-            checked.append(replace(
-                result, paired=statistics.median(ratios), paired_spread=(low, high)
-            ))
-            shown = f"{checked[-1].paired:.3f} (middle half of the rounds {low:.3f}–{high:.3f})"
+            checked.append(replace(result, paired=paired, paired_spread=(low, high)))
+            shown = f"{paired:.3f} (middle half of the rounds {low:.3f}–{high:.3f})"
         if log is not None:
             each = f"{steps[0]} + {steps[1]} steps"
             log(f"paired: {target.name}: {shown} ({rounds} rounds of {each})")

@@ -81,7 +81,6 @@ class TargetResult:
     Attributes:
         target: the target.
         ratio: the ratio of the two table records (None if either was not measured).
-        mode: the numerator's mode (shown in the targets table).
         paired: the ratio re-measured with both sides alternated in one process (the median of
             its rounds' ratios), or why that failed; None when no paired check was made.
         paired_spread: the first and third quartiles of the rounds' ratios (the middle half of
@@ -90,9 +89,13 @@ class TargetResult:
 
     target: Target
     ratio: float | None
-    mode: str
     paired: float | str | None = None
     paired_spread: tuple[float, float] | None = None
+
+    @property
+    def mode(self) -> str:
+        """The numerator's mode (shown in the targets table)."""
+        return self.target.numerator.mode
 
     @property
     def verdict_ratio(self) -> float | None:
@@ -154,9 +157,7 @@ def evaluate_targets(
     records: list[BenchRecord], targets: tuple[Target, ...] = TARGETS
 ) -> list[TargetResult]:
     """Every target's ratio from ``records`` (None where either side was not measured)."""
-    return [
-        TargetResult(target, target.ratio(records), target.numerator.mode) for target in targets
-    ]
+    return [TargetResult(target, target.ratio(records)) for target in targets]
 
 
 def target_configurations(targets: tuple[Target, ...] = TARGETS) -> set[tuple[str, int, str]]:
