@@ -56,7 +56,7 @@ class BenchSettings:
     warmup: int = 1
     repeat_budget_s: float = 10.0
     config_budget_s: float = 30.0
-    target_budget_s: float = 120.0
+    target_budget_s: float = 180.0
     memory_budget_mb: float | None = None
     isolate: bool | None = None
     allocator: str = "reuse"

@@ -36,8 +36,8 @@ from ..jsonsafe import finite_json
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
-DEFAULT_BUDGET_S = 30.0
-DEFAULT_TARGET_BUDGET_S = 180.0
+DEFAULT_BUDGET_S = BenchSettings.config_budget_s
+DEFAULT_TARGET_BUDGET_S = BenchSettings.target_budget_s
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
