@@ -16,8 +16,8 @@ from filterformer.diagnostics import DiagnosticsReport, diagnose
 from filterformer.graphs import Graph, collate_graphs
 from filterformer.models import SequenceClassifier, TransformerConfig
 from filterformer.training import Trainer, load_checkpoint
-from filterformer.training.aggregate import mean_report, mean_std, median
 from filterformer.training.compare import compare, load_compare_config
+from filterformer.training.compare.statistics import mean_report, mean_std, median
 
 from .helpers import majority_task
 

@@ -17,11 +17,19 @@ from filterformer.models import CausalLM, SequenceClassifier
 from filterformer.models.graph_bridge import GraphBridgeClassifier
 from filterformer.nn import LayerFusion
 from filterformer.training import TrainConfig
-from filterformer.training.models import build_model, count_parameters
+from filterformer.training.model_building import (
+    build_model,
+    count_parameters,
+    resolve_model_config,
+)
 
 from .helpers import NUM_CLASSES, VOCAB, majority_task
 
 SMALL = {"dim": 16, "depth": 2, "num_heads": 2}
+
+
+def _build(config: TrainConfig, task: TaskData):
+    return build_model(resolve_model_config(config, task), task, config.pooling)
 
 #: What each preset must put in every block: (attention class, extra check on the module).
 EXPECTED = {
@@ -39,7 +47,7 @@ EXPECTED = {
 @pytest.mark.parametrize("method", EXPECTED)
 def test_each_method_builds_its_modules(method):
     task = majority_task(num_train=16, num_eval=4)
-    model = build_model(TrainConfig(model=SMALL, method=method), task)
+    model = _build(TrainConfig(model=SMALL, method=method), task)
     assert isinstance(model, SequenceClassifier)
     assert model.transformer.config.vocab_size == VOCAB
     assert model.head.out_features == NUM_CLASSES
@@ -56,7 +64,7 @@ def _lm_task() -> TaskData:
 
 
 def test_language_modelling_gets_a_causal_lm():
-    model = build_model(TrainConfig(model=SMALL, method="gfsa"), _lm_task())
+    model = _build(TrainConfig(model=SMALL, method="gfsa"), _lm_task())
     assert isinstance(model, CausalLM)
     assert model.config.causal
     # The output projection is tied to the embedding: counted once.
@@ -67,7 +75,7 @@ def test_language_modelling_gets_a_causal_lm():
 
 def test_non_causal_methods_refuse_language_modelling():
     with pytest.raises(ValueError, match="causal"):
-        build_model(TrainConfig(model=SMALL, method="agf"), _lm_task())
+        _build(TrainConfig(model=SMALL, method="agf"), _lm_task())
 
 
 def test_graph_classification_gets_graph_bridge_tokens():
@@ -80,16 +88,16 @@ def test_graph_classification_gets_graph_bridge_tokens():
     task = TaskData(name="graphs", kind="graph_classification", train=graphs,
                     validation=graphs, test=graphs, collate=collate_graphs, num_classes=2,
                     vocab_size=None, input_dim=None, max_len=12)
-    model = build_model(TrainConfig(model=SMALL, method="samsa_soft"), task)
+    model = _build(TrainConfig(model=SMALL, method="samsa_soft"), task)
     assert isinstance(model, GraphBridgeClassifier)
     logits = model(collate_graphs(graphs)).logits
     assert logits.shape == (2, 2)
     with pytest.raises(ValueError, match=r"model\.position must be 'none'"):
-        build_model(TrainConfig(model={**SMALL, "position": "learned"}), task)
+        _build(TrainConfig(model={**SMALL, "position": "learned"}), task)
 
 
 def test_unsupported_task_kinds_are_named():
     task = majority_task(num_train=16, num_eval=4)
     task.kind = "regression"
     with pytest.raises(ValueError, match="training supports classification, language_modeling"):
-        build_model(TrainConfig(model=SMALL), task)
+        _build(TrainConfig(model=SMALL), task)

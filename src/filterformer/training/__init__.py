@@ -8,7 +8,11 @@ several methods with several seeds on one task under the same budget and writes
 """
 
 from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint, load_model_state, save_checkpoint
-from .config import (
+from .config_files import apply_overrides, load_config, read_config_file, save_config
+from .distributed import DistributedContext, setup_distributed
+from .methods import DEFAULT_METHODS, METHOD_PRESETS, apply_method, method_changes, method_names
+from .optimization import build_scheduler, lr_factor
+from .run_config import (
     DECAYS,
     DEFAULT_TASK,
     DEFAULT_TASK_OPTIONS,
@@ -20,10 +24,6 @@ from .config import (
     default_task_options,
     run_identity,
 )
-from .config_io import apply_overrides, load_config, read_config_file, save_config
-from .distributed import DistributedContext, setup_distributed
-from .methods import DEFAULT_METHODS, METHOD_PRESETS, apply_method, method_changes, method_names
-from .schedule import build_scheduler, lr_factor
 from .trainer import Trainer, TrainResult, train
 
 __all__ = [

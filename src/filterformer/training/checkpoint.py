@@ -4,16 +4,19 @@ A checkpoint is a dict of tensors and plain Python data with a ``format`` marker
 to a temporary file in the same directory, is flushed to disk, then renamed over the target, so
 a crash leaves the previous checkpoint intact, never half a new one. Every way a checkpoint can
 be unusable (missing, corrupt, another kind of file, another configuration, other shapes) is a
-ValueError that names the file and what is wrong.
+ValueError that names the file and what is wrong. The random streams a run draws from are saved
+with it (:func:`rng_state`), so a resumed run continues exactly.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -24,7 +27,10 @@ __all__ = [
     "check_same_config",
     "load_checkpoint",
     "load_model_state",
+    "rng_state",
     "save_checkpoint",
+    "seed_everything",
+    "set_rng_state",
 ]
 
 #: Marks (and versions) the layout of a filterformer training checkpoint.
@@ -135,3 +141,44 @@ def _differences(saved: Any, current: Any, prefix: str) -> list[str]:
 def _first(names: list[str], count: int = 3) -> str:
     more = f" and {len(names) - count} more" if len(names) > count else ""
     return ", ".join(names[:count]) + more
+
+
+# -- random streams ------------------------------------------------------------------------
+# Kept as tensors and plain Python data, so checkpoints load with ``torch.load(weights_only=True)``.
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators (CPU and every GPU)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """The state of Python's, NumPy's and torch's global generators (CPU and CUDA)."""
+    kind, keys, position, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {
+            "kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)),
+            "position": int(position), "has_gauss": int(has_gauss), "cached": float(cached),
+        },
+        "python": {"version": version, "internal": list(internal), "gauss": gauss},
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore generators saved by :func:`rng_state`."""
+    torch.set_rng_state(state["torch"])
+    numpy = state["numpy"]
+    np.random.set_state((
+        numpy["kind"], numpy["keys"].numpy().astype(np.uint32), numpy["position"],
+        numpy["has_gauss"], numpy["cached"],
+    ))
+    python = state["python"]
+    random.setstate((python["version"], tuple(python["internal"]), python["gauss"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

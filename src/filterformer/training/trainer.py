@@ -30,20 +30,27 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ..jsonsafe import finite_json
+from ..models import TransformerConfig
 from ..optim import parameter_groups
 from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
-from .checkpoint import check_same_config, load_checkpoint, load_model_state, save_checkpoint
-from .config import TrainConfig, run_identity
-from .config_io import save_config
+from .checkpoint import (
+    check_same_config,
+    load_checkpoint,
+    load_model_state,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
+from .config_files import save_config
 from .distributed import DistributedContext, setup_distributed
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
 from .metrics_log import MetricsLog
-from .models import build_model, count_parameters, model_config_for
+from .model_building import build_model, count_parameters, load_task_data, resolve_model_config
+from .optimization import build_scheduler
 from .precision import autocast, grad_scaler, resolve_precision
 from .resources import PeakMemory, StepTimer
-from .rng import rng_state, seed_everything, set_rng_state
-from .schedule import build_scheduler
-from .tasks import load_task_data
+from .run_config import TrainConfig, run_identity
 
 __all__ = ["TrainResult", "Trainer", "train"]
 
@@ -92,6 +99,8 @@ class Trainer:
         task: a ready ``TaskData`` (loaded from ``config.task`` when None).
         resume: continue the run in ``config.output_dir`` from its last checkpoint.
         context: the process group (joined from torchrun's environment when None).
+        model_config: the model's resolved configuration on ``task`` (resolved from ``config``
+            when None; :func:`~filterformer.training.model_building.resolve_model_config`).
     """
 
     def __init__(
@@ -101,6 +110,7 @@ class Trainer:
         task: Any = None,
         resume: bool = False,
         context: DistributedContext | None = None,
+        model_config: TransformerConfig | None = None,
     ) -> None:
         self.config = config
         self.context = context or setup_distributed(config.device)
@@ -116,9 +126,9 @@ class Trainer:
             )
         self.precision = resolve_precision(config.precision, self.device)
         self.selection_metric, _ = MODEL_SELECTION[self.task.kind]
-        self.model_config = model_config_for(config, self.task)
+        self.model_config = model_config or resolve_model_config(config, self.task)
         seed_everything(config.seed)
-        self.model = build_model(config, self.task).to(self.device)
+        self.model = build_model(self.model_config, self.task, config.pooling).to(self.device)
         self.num_parameters = count_parameters(self.model)
         self.optimizer = torch.optim.AdamW(
             parameter_groups(self.model, config.optimizer.weight_decay),

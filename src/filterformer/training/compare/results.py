@@ -9,10 +9,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import DiagnosticsReport
-from ..jsonsafe import finite_json
+from ...diagnostics import DiagnosticsReport
+from ...jsonsafe import finite_json
 from .figures import comparison_figures
-from .report import render_report
+from .html_report import render_report
 
 __all__ = ["write_results"]
 

@@ -7,7 +7,7 @@ import math
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from .config import ScheduleConfig
+from .run_config import ScheduleConfig
 
 __all__ = ["build_scheduler", "lr_factor", "warmup_length"]
 

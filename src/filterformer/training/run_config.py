@@ -15,7 +15,7 @@ from typing import Any
 
 from ..models import TransformerConfig
 from ..nn import POOLINGS
-from .fields import check_fields, check_value, dataclass_from_dict, field_hints
+from .config_values import check_fields, check_value, dataclass_from_dict, field_hints
 from .methods import apply_method, method_changes
 
 __all__ = [

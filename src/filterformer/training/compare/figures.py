@@ -13,8 +13,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from ..diagnostics import DiagnosticsReport
-from ..diagnostics.plots import (
+from ...diagnostics import DiagnosticsReport
+from ...diagnostics.plots import (
     plot_frequency_responses,
     plot_layer_metric,
     plot_learned_filters,

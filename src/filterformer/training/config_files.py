@@ -21,8 +21,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package, when i
         tomllib = None
 
 from ..models import TransformerConfig
-from .config import TrainConfig, default_task_options
-from .fields import field_hints, parse_text
+from .config_values import field_hints, parse_text
+from .run_config import TrainConfig, default_task_options
 
 __all__ = ["CONFIG_SUFFIXES", "apply_overrides", "load_config", "read_config_file", "save_config"]
 

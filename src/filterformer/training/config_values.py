@@ -114,7 +114,8 @@ def parse_text(text: str, hint: Any = Any) -> Any:
 
 
 def dataclass_from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from plain data, checking every key and value.
+    """Build dataclass ``cls`` from plain data, checking every key; the values are checked once,
+    by the class's ``__post_init__`` calling :func:`check_fields`.
 
     Raises:
         ValueError: for an unknown key (listing the valid ones) or a value of the wrong type.
@@ -126,8 +127,7 @@ def dataclass_from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> An
     if unknown:
         names = ", ".join(f"{prefix}{k}" for k in unknown)
         raise ValueError(f"unknown config key(s) {names}; valid keys: {', '.join(hints)}")
-    values = {key: check_value(value, hints[key], f"{prefix}{key}") for key, value in data.items()}
-    return cls(**values)
+    return cls(**data)  # the class's __post_init__ checks every value (check_fields)
 
 
 def check_fields(instance: Any, prefix: str = "") -> None:

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from ..diagnostics import DiagnosticsReport
+from ...diagnostics import DiagnosticsReport
 
 __all__ = ["mean_report", "mean_std", "median"]
 

@@ -1,0 +1,23 @@
+"""``compare``: several methods, several seeds, one task, one budget; one table and report.
+
+:class:`CompareConfig` says what is compared (:mod:`.comparison_config`); :func:`compare` trains
+and measures every run (:mod:`.runner`); :mod:`.statistics` summarises seeds and compares each
+method with the baseline; :mod:`.results`, :mod:`.figures` and :mod:`.html_report` write the
+files. Imported on its own (it draws figures), not by :mod:`filterformer.training`.
+"""
+
+from .comparison_config import (
+    DEFAULT_COMPARE_CONFIG,
+    METHOD_FIELDS,
+    CompareConfig,
+    load_compare_config,
+)
+from .runner import compare
+
+__all__ = [
+    "DEFAULT_COMPARE_CONFIG",
+    "METHOD_FIELDS",
+    "CompareConfig",
+    "compare",
+    "load_compare_config",
+]
