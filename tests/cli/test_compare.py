@@ -36,9 +36,14 @@ window.addEventListener("load", () => {
   });
   const rows = [...document.querySelectorAll("table tbody tr")].map(
     (tr) => [...tr.cells].map((td) => td.textContent));
+  const summary = document.getElementById("summary");
+  const best = [...document.querySelectorAll("tr.best")].map((tr) => tr.cells[0].textContent);
   const probe = document.createElement("pre");
   probe.id = "probe";
-  probe.textContent = JSON.stringify({images, rows,
+  probe.textContent = JSON.stringify({images, rows, best,
+    summary: summary ? summary.innerText : null,
+    summaryTop: summary ? summary.getBoundingClientRect().top + scrollY : null,
+    tableTop: document.querySelector("table").getBoundingClientRect().top + scrollY,
     height: document.documentElement.scrollHeight});
   document.body.appendChild(probe);
 });
@@ -94,9 +99,17 @@ def test_results_json_and_csv_hold_every_method(comparison):
             np.mean([c[-1] for c in cosines]))
         assert row["num_parameters"] > 0
         assert all(r["steps"] == 3 for r in mine)  # the same budget for every run
+    # Two seeds: every difference from softmax is measured, none is judged.
+    assert results["baseline"] == "softmax"
+    for row in results["summary"][1:]:
+        for difference in row["difference"].values():
+            assert (difference["verdict"], difference["seeds"]) in (
+                ("too few seeds", 2), ("too few seeds", 0))  # 0: no time measured
+    assert results["summary"][0]["difference"] is None
     with open(comparison / "results.csv", newline="") as f:
         table = list(csv.DictReader(f))
     assert [row["method"] for row in table] == list(DEFAULT_METHODS)
+    assert table[1]["test_accuracy_difference_verdict"] == "too few seeds"
     assert float(table[0]["test_accuracy_mean"]) == pytest.approx(
         results["summary"][0]["test_accuracy_mean"])
 
@@ -157,6 +170,11 @@ def test_report_renders_the_table_and_every_figure(comparison, tmp_path):
         mean, std = summary["test_accuracy_mean"], summary["test_accuracy_std"]
         assert row[1] == f"{mean:.4f} ± {std:.4f}"
 
+    # The page opens with its answer: with two seeds, no verdict and no row marked best.
+    assert probe["summaryTop"] < probe["tableTop"]
+    assert "too few to tell whether any method differs from softmax" in probe["summary"]
+    assert probe["best"] == []
+
     # Every figure of results.json is an image that loaded: no broken images.
     images = probe["images"]
     assert sorted(i["src"] for i in images) == sorted(f["path"] for f in results["figures"])
@@ -193,6 +211,9 @@ def test_report_renders_the_table_and_every_figure(comparison, tmp_path):
         (["--set", "epochs=0"], "epochs must be positive; got 0"),
         (["--seeds", "1", "1"], "seeds must be distinct integers"),
         (["--threads", "-1"], "--threads must be 0 (torch's choice) or more; got -1"),
+        (["--methods", "softmax", "gfsa", "--baseline", "agf"],
+         "compare.baseline 'agf' is not among the compared methods; choose one of: softmax, "
+         "gfsa"),
     ],
 )
 def test_errors_name_the_valid_choices(tmp_path, capsys, argv, message):
@@ -200,3 +221,57 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, argv, message):
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_report_says_when_no_method_differs(tmp_path):
+    """Two identical methods (softmax under two names; the second one's own entry) × 3 seeds:
+    equal accuracies seed by seed, so the report says nothing differs and marks no row."""
+    budget = tiny_budget(tmp_path)
+    config = yaml.safe_load(budget.read_text())
+    config["compare"]["methods"] = ["softmax", {"name": "softmax-again", "method": "softmax"}]
+    budget.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    assert main(["compare", "--config", str(budget), "--seeds", "0", "1", "2", "--baseline",
+                 "softmax", "--output-dir", str(out), "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    same = results["summary"][1]["difference"]["test_accuracy"]
+    assert (same["mean"], same["verdict"], same["seeds"]) == (0.0, "no significant difference", 3)
+    probed = out / "report_probe.html"
+    probed.write_text((out / "report.html").read_text().replace("</body>", PROBE + "</body>"))
+    dom = run_chromium(probed, tmp_path / "profile", 1000, "--dump-dom")
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the page never finished loading"
+    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert "No method differs significantly from softmax on test accuracy." in probe["summary"]
+    assert probe["summaryTop"] < probe["tableTop"]
+    assert [row[0] for row in probe["rows"]] == ["softmax", "softmax-again"]
+    assert probe["best"] == []
+    assert probe["rows"][1][2].startswith("+0.0000 [+0.0000, +0.0000]")
+    assert probe["rows"][1][2].endswith("no significant difference")
+
+
+def test_quiet_prints_only_the_summary(comparison, capsys):
+    argv = ["compare", "--config", str(comparison.parent / "budget.yaml"), "--seeds", *SEEDS,
+            "--output-dir", str(comparison), "--quiet"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0].startswith(f"compared {len(DEFAULT_METHODS)} methods × {len(SEEDS)} seeds")
+    assert [line.split(":")[0] for line in lines[1:]] == ["report", "table", "results"]
+    assert captured.err == ""
+
+
+def test_a_failed_run_is_named_without_a_traceback(tmp_path, capsys):
+    budget = tiny_budget(tmp_path)
+    out = tmp_path / "out"
+    # A run that stopped with a damaged checkpoint: resuming it fails inside the run.
+    broken = out / "runs" / "gfsa" / "seed-0" / "checkpoints" / "last.pt"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(bytes(np.random.default_rng().integers(0, 256, 64, dtype=np.uint8)))
+    argv = ["compare", "--config", str(budget), "--methods", "softmax", "gfsa", "--seeds", "0",
+            "--output-dir", str(out), "--jobs", "1", "--quiet"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "run gfsa seed 0 failed" in err or "run gfsa" in err
+    assert str(broken.parent.parent) in err and "corrupt" in err
+    assert "Traceback" not in err

@@ -7,7 +7,8 @@ import torch
 import yaml
 
 from filterformer.cli import diagnose as command
-from filterformer.diagnostics import DiagnosticsReport, diagnose
+from filterformer.data import load_task
+from filterformer.diagnostics import DiagnosticsReport, diagnose, random_batches, task_batches
 from filterformer.models import SequenceClassifier, Transformer, TransformerConfig
 from filterformer.training.checkpoint import save_checkpoint
 
@@ -38,7 +39,7 @@ def test_configs_give_the_reports_of_the_python_api_and_figures(tmp_path):
     for report, extra in zip(got, ({}, {"neutreno_lambda": 0.6}), strict=True):
         torch.manual_seed(3)
         model = Transformer(TransformerConfig(**CONFIG, **extra))
-        batches = command.random_batches(model.config, 10, 4, 8, seed=3)
+        batches = random_batches(model.config, 10, 4, 8, seed=3)
         expected = diagnose(model, batches, label=report.label)
         assert report.num_samples == 10
         assert report.token_cosine_similarity == pytest.approx(expected.token_cosine_similarity)
@@ -64,7 +65,7 @@ def test_checkpoint_backbone_and_comparison_with_an_earlier_run(tmp_path):
         "--out", out)
     trained, earlier = reports(out)
     assert (trained.label, earlier.label) == ("trained", "softmax")
-    expected = diagnose(model.transformer, command.random_batches(config, 6, 32, 10, seed=0))
+    expected = diagnose(model.transformer, random_batches(config, 6, 32, 10, seed=0))
     assert trained.effective_rank == pytest.approx(expected.effective_rank)
     for got, want in zip(trained.gfsa_filters, expected.gfsa_filters, strict=True):
         torch.testing.assert_close(torch.tensor(got.response), torch.tensor(want.response))
@@ -73,11 +74,17 @@ def test_checkpoint_backbone_and_comparison_with_an_earlier_run(tmp_path):
 
 
 def test_task_batches_and_the_task_input_size(tmp_path):
-    (tmp_path / "model.yaml").write_text(yaml.safe_dump({"dim": 16, "depth": 2, "num_heads": 2}))
+    fields = {"dim": 16, "depth": 2, "num_heads": 2}
+    (tmp_path / "model.yaml").write_text(yaml.safe_dump(fields))
     run("--config", tmp_path / "model.yaml", "--task", "digits", "--task-option", "patch_size=4",
-        "--num-samples", 5, "--no-attentions", "--out", tmp_path)
+        "--num-samples", 5, "--split", "test", "--seed", 2, "--no-attentions", "--out", tmp_path)
     (report,) = reports(tmp_path)
     assert report.num_samples == 5 and report.frequency_response is None
+    task = load_task("digits", patch_size=4)
+    torch.manual_seed(2)
+    model = Transformer(TransformerConfig(**fields, input_dim=task.input_dim, max_len=task.max_len))
+    expected = diagnose(model, task_batches(task, "test", 5, 32), attentions=False)
+    assert report.token_cosine_similarity == pytest.approx(expected.token_cosine_similarity)
 
 
 def test_bad_arguments_raise_value_errors(tmp_path):
@@ -93,3 +100,5 @@ def test_bad_arguments_raise_value_errors(tmp_path):
         run("--config", tmp_path / "bad.yaml")
     with pytest.raises(ValueError, match="does not exist"):
         run("--checkpoint", tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match="--task-option must be KEY=VALUE; got 'patch_size'"):
+        run("--config", tmp_path / "m.yaml", "--task", "digits", "--task-option", "patch_size")

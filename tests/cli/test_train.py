@@ -1,8 +1,11 @@
-"""``filterformer train``: config files, overrides, resume, torchrun, and its error messages."""
+"""``filterformer train``: config files, overrides, resume, torchrun, progress, and its error
+messages."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,7 +113,7 @@ def test_two_process_torchrun_matches_one_process(tmp_path):
          "unknown option(s) 'Q' for attention 'gfsa'; valid options: "),
         (["model.attention=flash"], "unknown attention 'flash'; valid choices: agf, gfsa, "),
         (["schedule.decay=exp"], "schedule.decay must be one of cosine, linear, constant"),
-        (["optimizer.lr=-1"], "optimizer.lr must be positive; got -1.0"),
+        (["optimizer.lr=-1"], "optimizer.lr must be >= 0 (0 freezes the weights); got -1.0"),
         (["epochs=two"], "epochs must be an integer; got 'two'"),
         (["precision=fp16", "device=cpu"], "needs a GPU; valid on CPU: auto, fp32"),
     ],
@@ -121,3 +124,45 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
                  "--set", *overrides])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+#: A progress line of a run off a terminal (see filterformer.training.progress).
+PROGRESS_LINE = re.compile(
+    r"gfsa seed 0: step (\d+)/16 \(\d+%\), epoch (\d)/2, loss \d+\.\d{4}(, validation accuracy "
+    r"\d\.\d{4})?, [\d.]+ steps/s, (about \d+ s left|done in \d+ s)"
+)
+
+
+def test_train_prints_progress_lines_when_not_on_a_terminal(tmp_path, capsys):
+    config = tiny_listops(tmp_path, epochs=2)
+    del config["progress"]  # the default: progress shown
+    path = write_yaml(tmp_path / "run.yaml", config)
+    assert main(["train", "--config", str(path), "--output-dir", str(tmp_path / "run"),
+                 "--set", "method=gfsa"]) == 0
+    printed = capsys.readouterr()
+    lines = printed.err.splitlines()
+    assert lines[0] == "gfsa seed 0: 16 steps, 2 epoch(s)"
+    matches = [PROGRESS_LINE.fullmatch(line) for line in lines[1:]]
+    assert all(matches), lines
+    # At least the line after each validation (end of each epoch), with its metric.
+    validated = [(m[1], m[2]) for m in matches if m[3]]
+    assert validated[-2:] == [("8", "1"), ("16", "2")]
+    assert "\r" not in printed.err  # lines, not a bar
+    assert printed.out.startswith("run finished after 16 steps")
+    assert "step " not in printed.out  # progress goes to stderr, the summary to stdout
+
+
+def test_quiet_prints_only_the_summary(tmp_path, capsys):
+    config = tiny_listops(tmp_path)
+    del config["progress"]
+    path = write_yaml(tmp_path / "run.yaml", config)
+    assert main(["train", "--config", str(path), "--output-dir", str(tmp_path / "run"),
+                 "--quiet"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""
+    lines = printed.out.splitlines()
+    assert lines[0] == "run finished after 8 steps on 1 process(es)"
+    summary = json.loads("\n".join(lines[1:-1]))
+    assert set(summary) == {"best_validation", "test"}
+    assert lines[-1] == f"metrics and checkpoints: {tmp_path / 'run'}"
+    assert load_config(tmp_path / "run" / "config.yaml").progress is False

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from filterformer.models import CausalLM, SequenceClassifier, Transformer, TransformerConfig
+from filterformer.models.graph_bridge import GraphBridgeClassifier
 from filterformer.training import load_checkpoint, load_model_state, save_checkpoint
-from filterformer.training.checkpoint import check_same_config
+from filterformer.training.checkpoint import check_same_config, load_backbone
 
 
 def _state() -> dict:
@@ -89,3 +91,71 @@ def test_config_differences_are_listed():
     with pytest.raises(ValueError, match=r"a.pt was saved with another configuration: "
                                          r"epochs: checkpoint 3, now 4; model.dim: checkpoint 16"):
         check_same_config(saved, {"epochs": 4, "model": {"dim": 32, "depth": 2}}, "a.pt")
+
+
+# -- the backbone of a training checkpoint -------------------------------------------------------
+
+_BACKBONE = {"dim": 16, "depth": 2, "num_heads": 2, "vocab_size": 30, "max_len": 8}
+
+
+def _head(kind: str) -> tuple[torch.nn.Module, TransformerConfig, torch.nn.Module]:
+    """A task model, its backbone's config, and the backbone inside it."""
+    if kind == "graph":
+        config = TransformerConfig(**{**_BACKBONE, "vocab_size": None, "position": "none"})
+        model = GraphBridgeClassifier(config, node_dim=3, edge_dim=2, num_classes=2)
+        return model, config, model.classifier.transformer
+    config = TransformerConfig(**_BACKBONE, attention="gfsa")
+    if kind == "classifier":
+        model = SequenceClassifier(config, num_classes=3)
+    elif kind == "lm":
+        model = CausalLM(TransformerConfig(**_BACKBONE, causal=True))
+        config = model.transformer.config
+    else:
+        model = Transformer(config)
+        return model, config, model
+    return model, config, model.transformer
+
+
+@pytest.mark.parametrize("kind", ["classifier", "lm", "graph", "bare"])
+def test_load_backbone_gives_the_trained_backbone_without_its_head(tmp_path, kind):
+    model, config, backbone = _head(kind)
+    with torch.no_grad():  # weights unlike a fresh model's, so a re-initialised one cannot pass
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter))
+    path = save_checkpoint(tmp_path / "best.pt", {
+        "config": {}, "model_config": config.to_dict(), "model": model.state_dict(),
+    })
+    loaded = load_backbone(path)
+    assert isinstance(loaded, Transformer) and loaded.config == config
+    expected = backbone.state_dict()
+    assert loaded.state_dict().keys() == expected.keys()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, expected[name]), name
+    if config.vocab_size is not None:
+        ids = torch.randint(1, config.vocab_size, (2, 6))
+        backbone.eval()
+        loaded.eval()
+        torch.testing.assert_close(loaded(ids).last_hidden_state,
+                                   backbone(ids).last_hidden_state)
+
+
+def test_load_backbone_explains_unusable_checkpoints(tmp_path):
+    with pytest.raises(ValueError, match=r"missing.pt does not exist"):
+        load_backbone(tmp_path / "missing.pt")
+    model, config, _ = _head("classifier")
+    weights = model.state_dict()
+    twice = {**weights, **{f"copy.{key}": value for key, value in weights.items()}}
+    pretrained = {**config.to_dict(), "pretrained": "all-MiniLM-L6-v2"}
+    for name, model_config, state in (
+        ("none.pt", config.to_dict(), {"head.weight": torch.zeros(2)}),
+        ("twice.pt", config.to_dict(), twice),
+        ("pretrained.pt", pretrained, weights),
+        ("no_config.pt", None, weights),
+    ):
+        save_checkpoint(tmp_path / name, {"model_config": model_config, "model": state})
+        with pytest.raises(ValueError, match=rf"{name} holds no single filterformer Transformer"):
+            load_backbone(tmp_path / name)
+    deeper = {**config.to_dict(), "depth": 3}
+    save_checkpoint(tmp_path / "deeper.pt", {"model_config": deeper, "model": weights})
+    with pytest.raises(ValueError, match=r"deeper.pt does not fit this model \(missing blocks.2"):
+        load_backbone(tmp_path / "deeper.pt")

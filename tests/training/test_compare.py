@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -11,13 +13,16 @@ import numpy as np
 import pytest
 import torch
 
+from filterformer.data.datasets import SequenceDataset, collate_sequences
 from filterformer.data.task import TaskData
 from filterformer.diagnostics import DiagnosticsReport, diagnose
 from filterformer.graphs import Graph, collate_graphs
 from filterformer.models import SequenceClassifier, TransformerConfig
 from filterformer.training import Trainer, load_checkpoint
 from filterformer.training.compare import compare, load_compare_config
-from filterformer.training.compare.statistics import mean_report, mean_std, median
+from filterformer.training.compare.figures import comparison_figures
+from filterformer.training.compare.html_report import render_report, verdict_summary
+from filterformer.training.compare.statistics import mean_report, mean_std, median, summarize
 
 from .helpers import majority_task
 
@@ -68,6 +73,25 @@ def test_mean_report_averages_every_curve():
         ([], {"seeds": ["a"]}, r"compare.seeds\[0\] must be an integer; got 'a'"),
         ([], {"diagnostics_batches": 0}, r"diagnostics_batches must be a positive integer"),
         ([], {"repeats": 2}, r"unknown config key\(s\) compare.repeats; valid keys: base, "),
+        ([], {"methods": ["softmax", "gfsa"], "baseline": "agf"},
+         r"compare.baseline 'agf' is not among the compared methods; choose one of: softmax, "
+         r"gfsa"),
+        ([], {"methods": [{"name": "a", "method": "gfsa", "lr": 0}]},
+         r"unknown key\(s\) lr in compare.methods\[0\]; valid keys: name, method, set"),
+        ([], {"methods": [{"name": "a"}]}, r"compare.methods\[0\] needs a 'method'"),
+        ([], {"methods": [{"method": "gfsa", "name": "../up"}]},
+         r"compare.methods\[0\].name must be usable as a directory name"),
+        ([], {"methods": ["gfsa", {"name": "gfsa", "method": "gfsa+neutreno"}]},
+         r"methods names \['gfsa'\] more than once"),
+        ([], {"methods": [{"method": "gfsa", "set": {"task": "digits"}}]},
+         r"compare.methods\[0\].set may not set task: every run of a comparison shares"),
+        ([], {"methods": [{"method": "gfsa", "set": {"optimiser.lr": 0}}]},
+         r"method 'gfsa' \(its set\): unknown config key 'optimiser'; valid keys of the config"),
+        ([], {"methods": [{"method": "gfsa", "set": {"optimizer.lr": -1}}]},
+         r"method 'gfsa' \(its set\): optimizer.lr must be >= 0"),
+        ([], {"methods": [{"method": "gfsa", "set": {"model.attention_layers": [9]}}]},
+         r"method 'gfsa' \(its set\): .*attention_layers"),
+        ([], {"methods": ["gfsa"], "method_entries": {}}, r"'method_entries' is not a compare"),
     ],
 )
 def test_bad_comparisons_are_explained(overrides, options, message):
@@ -149,3 +173,168 @@ def test_graph_tasks_are_compared_through_their_tokens(tmp_path):
         assert saved.num_samples == 8
     assert json.loads((tmp_path / "results.json").read_text())["task"]["kind"] == \
         "graph_classification"
+
+
+def test_method_entries_set_their_own_runs_only(tmp_path):
+    path = tmp_path / "budget.yaml"
+    path.write_text(
+        "task: majority\nmodel: {dim: 16, depth: 6, num_heads: 2}\noptimizer: {lr: 0.003}\n"
+        "compare:\n  methods:\n    - softmax\n"
+        "    - {name: gfsa-even, method: gfsa, set: {model.attention_layers: [1, 3, 5]}}\n"
+        "    - {name: softmax-lr0, method: softmax, set: {optimizer.lr: 0}}\n"
+        "    - {name: gfsa.k5, method: gfsa, set: {model.attention_options: {K: 5}}}\n"
+    )
+    config = load_compare_config(path)
+    assert config.methods == ("softmax", "gfsa-even", "softmax-lr0", "gfsa.k5")
+    model = config.run_config("gfsa.k5", 0).transformer_config(vocab_size=12)
+    assert (model.attention, model.attention_options["K"]) == ("gfsa", 5)
+    assert config.baseline == "softmax"
+    even = config.run_config("gfsa-even", 3)
+    assert (even.method, even.seed, even.model["attention_layers"]) == ("gfsa", 3, (1, 3, 5))
+    assert even.output_dir.endswith("runs/gfsa-even/seed-3")
+    assert even.optimizer.lr == 0.003
+    frozen = config.run_config("softmax-lr0", 1)
+    assert frozen.optimizer.lr == 0.0 and frozen.method == "softmax"
+    assert "attention_layers" not in frozen.model
+    plain = config.run_config("softmax", 1)
+    assert plain.optimizer.lr == 0.003 and plain.model == config.base.model
+    with pytest.raises(ValueError, match=r"unknown method 'agf'; compared methods: softmax, "):
+        config.run_config("agf", 0)
+    # dataclasses.replace keeps each method's overrides (and the baseline, which must stay).
+    fewer = dataclasses.replace(config, methods=("softmax-lr0", "gfsa-even"),
+                                baseline="softmax-lr0")
+    assert fewer.method_entries == {m: config.method_entries[m] for m in fewer.methods}
+    assert fewer.run_config("softmax-lr0", 0).optimizer.lr == 0.0
+    with pytest.raises(ValueError, match=r"compare.baseline 'softmax' is not among the compared"):
+        dataclasses.replace(config, methods=("gfsa-even",))
+    # Names given as options pick the file's entries of those names.
+    picked = load_compare_config(path, methods=["gfsa-even", "neutreno"], baseline="neutreno")
+    assert picked.methods == ("gfsa-even", "neutreno") and picked.baseline == "neutreno"
+    assert picked.run_config("gfsa-even", 0).model["attention_layers"] == (1, 3, 5)
+
+
+def _cluster_split(num_items: int, generator: torch.Generator) -> SequenceDataset:
+    """Class c's sequences hold only the tokens 3c + 1 … 3c + 3: learnt in a few steps."""
+    labels = torch.randint(4, (num_items,), generator=generator)
+    sequences = [torch.randint(1, 4, (int(torch.randint(6, 13, (), generator=generator)),),
+                               generator=generator) + 3 * int(label) for label in labels]
+    return SequenceDataset(sequences, labels.tolist())
+
+
+def _cluster_task() -> TaskData:
+    generator = torch.Generator().manual_seed(int(np.random.default_rng().integers(1 << 30)))
+    return TaskData(name="clusters", kind="classification",
+                    train=_cluster_split(128, generator), validation=_cluster_split(32, generator),
+                    test=_cluster_split(64, generator), collate=collate_sequences, num_classes=4,
+                    vocab_size=13, input_dim=None, max_len=12)
+
+
+@pytest.fixture(scope="module")
+def frozen_comparison(tmp_path_factory) -> dict:
+    """softmax, softmax with learning rate 0 (its own set), and softmax again, 4 seeds."""
+    out = tmp_path_factory.mktemp("frozen")
+    config = load_compare_config(
+        None, ["task=clusters", "model.dim=16", "model.depth=2", "model.num_heads=2",
+               "batch_size=16", "max_steps=16", "optimizer.lr=1e-2", "progress=false",
+               f"output_dir={out}"],
+        methods=["softmax", {"name": "softmax-lr0", "method": "softmax",
+                             "set": {"optimizer.lr": 0}},
+                 {"name": "softmax-again", "method": "softmax"}],
+        seeds=[0, 1, 2, 3], diagnostics_batches=1)
+    return compare(config, task=_cluster_task(), echo=lambda line: None)
+
+
+def test_a_method_made_worse_on_purpose_is_worse(frozen_comparison):
+    results = frozen_comparison
+    assert results["baseline"] == "softmax"
+    rows = {row["method"]: row for row in results["summary"]}
+    assert rows["softmax"]["difference"] is None
+    assert rows["softmax"]["test_accuracy_mean"] > 0.9  # the task is learnt ...
+    frozen = rows["softmax-lr0"]["difference"]["test_accuracy"]
+    assert frozen["verdict"] == "worse" and frozen["seeds"] == 4  # ... and not without updates
+    assert frozen["ci_high"] < 0
+    for key in ("test_accuracy", "last_layer_cosine_similarity"):
+        same = rows["softmax-again"]["difference"][key]
+        assert same["verdict"] == "no significant difference", key
+        assert same["mean"] == pytest.approx(0.0, abs=1e-6)
+    assert results["method_entries"]["softmax-lr0"] == {
+        "name": "softmax-lr0", "method": "softmax", "set": {"optimizer.lr": 0}}
+
+
+def test_results_csv_flattens_the_differences(frozen_comparison, tmp_path):
+    results = frozen_comparison
+    out = Path(results["runs"][0]["run_dir"]).parents[2]
+    with open(out / "results.csv", newline="") as f:
+        table = {row["method"]: row for row in csv.DictReader(f)}
+    for key in ("test_accuracy", "last_layer_cosine_similarity", "step_time_s"):
+        for part in ("mean", "ci_low", "ci_high", "verdict", "seeds"):
+            assert table["softmax"][f"{key}_difference_{part}"] == ""
+    frozen = next(r for r in results["summary"] if r["method"] == "softmax-lr0")
+    row = table["softmax-lr0"]
+    assert row["test_accuracy_difference_verdict"] == "worse"
+    assert float(row["test_accuracy_difference_ci_high"]) == pytest.approx(
+        frozen["difference"]["test_accuracy"]["ci_high"])
+    assert int(row["test_accuracy_difference_seeds"]) == 4
+    assert "difference" not in row
+
+
+def test_the_report_marks_only_significantly_better_rows(frozen_comparison, tmp_path):
+    results = frozen_comparison
+    sentences = verdict_summary(results)
+    assert any(re.fullmatch(r"On test accuracy, softmax-lr0 \(-0\.\d{4}, 95 % CI -[\d.]+ to "
+                            r"-0\.\d{4}\) is significantly worse than softmax; the other methods "
+                            r"do not differ significantly\.", s) for s in sentences), sentences
+    # Against the frozen model as the baseline, both trained ones are better: marked best.
+    swapped = {**results, "baseline": "softmax-lr0",
+               "summary": summarize(results["runs"], results["methods"], "accuracy",
+                                    "softmax-lr0")}
+    page = render_report(swapped, [], tmp_path / "report.html").read_text()
+    marks = re.findall(r'<tr class="(\w+)"><td>([\w+-]+)</td>', page)
+    assert sorted(marks) == [("baseline", "softmax-lr0"), ("best", "softmax"),
+                             ("best", "softmax-again")]
+    assert re.search(r"On test accuracy, softmax \(\+0\.\d{4}, 95 % CI \+0\.\d{4} to "
+                     r"\+[\d.]+\) and softmax-again \(.*\) are significantly better than "
+                     r"softmax-lr0\.", " ".join(verdict_summary(swapped)))
+    # With the real baseline, nothing beats softmax: no row is marked best.
+    page = render_report(results, [], tmp_path / "report.html").read_text()
+    assert 'class="best"' not in page
+
+
+@pytest.mark.filterwarnings("ignore:No artists with labels")  # no summary rows: empty legend
+def test_every_method_gets_its_own_filter_figure(tmp_path):
+    model = SequenceClassifier(TransformerConfig(dim=16, depth=2, num_heads=2, vocab_size=9,
+                                                 attention="gfsa"), 3)
+    report = diagnose(model, [{"input_ids": torch.randint(1, 9, (4, 7))}], label="gfsa")
+    names = ["gfsa.k5", "gfsa+k5", "gfsa-k5"]  # one file stem, three methods
+    figures = comparison_figures(dict.fromkeys(names, report), [], "accuracy", tmp_path)
+    filters = [f for f in figures if f.name.startswith("gfsa_filters_")]
+    assert [f.title for f in filters] == [f"Learned filters of {name}" for name in names]
+    assert len({f.path for f in filters}) == 3
+    assert all((tmp_path / f.path).is_file() and f.path.endswith(".png") for f in filters)
+
+
+def test_the_summary_names_each_significant_difference():
+    rng = np.random.default_rng()
+    base = rng.uniform(0.3, 0.6, 4)
+    accuracy = {"softmax": base, "up": base + 0.1 + rng.uniform(0, 0.01, 4),
+                "down": base - 0.2 + rng.uniform(0, 0.01, 4), "same": base.copy()}
+    runs = [{"method": m, "seed": seed, "test_accuracy": float(a[seed]),
+             "validation_accuracy": 0.5, "last_layer_cosine_similarity": 0.5,
+             "step_time_s": None, "peak_memory_bytes": None, "num_parameters": 1,
+             "train_time_s": 1.0} for m, a in accuracy.items() for seed in range(4)]
+    results = {"baseline": "softmax", "metric": "accuracy",
+               "summary": summarize(runs, list(accuracy), "accuracy", "softmax")}
+    sentences = verdict_summary(results)
+    assert re.fullmatch(r"On test accuracy, up \(\+0\.10\d\d, 95 % CI \+0\.\d{4} to \+0\.\d{4}\) "
+                        r"is significantly better than softmax; down \(-0\.19\d\d, 95 % CI "
+                        r"-0\.\d{4} to -0\.\d{4}\) is significantly worse than softmax; the "
+                        r"other methods do not differ significantly\.", sentences[0])
+    assert sentences[1] == ("No method differs significantly from softmax on last-layer token "
+                            "cosine similarity.")
+    assert sentences[2] == "Too few seeds are shared with softmax to compare time per step."
+    two_seeds = [r for r in runs if r["seed"] < 2]
+    results["summary"] = summarize(two_seeds, list(accuracy), "accuracy", "softmax")
+    assert verdict_summary(results) == [
+        "Each method is compared with softmax seed by seed, but at most 2 seeds are shared with "
+        "it: too few to tell whether any method differs from softmax (at least 3 are needed). "
+        "No row is marked best."]

@@ -157,7 +157,7 @@ def test_task_values_fill_the_model_and_are_checked():
         (["model.norm=middle"], r"norm must be one of \('pre', 'post'\)"),
         (["batch_size=0"], r"batch_size must be positive; got 0"),
         (["batch_size=many"], r"batch_size must be an integer; got 'many'"),
-        (["optimizer.lr=-1"], r"optimizer.lr must be positive; got -1.0"),
+        (["optimizer.lr=-1"], r"optimizer.lr must be >= 0 \(0 freezes the weights\); got -1.0"),
         (["optimizer.betas=[0.9]"], r"optimizer.betas must be a list; got \[0.9\]"),
         (["max_steps=2.5"], r"max_steps must be an integer or null; got 2.5"),
         (["progress=maybe"], r"progress must be true/false; got 'maybe'"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -13,15 +15,17 @@ from filterformer.attention import (
 )
 from filterformer.data.task import TaskData
 from filterformer.graphs import Graph, collate_graphs
-from filterformer.models import CausalLM, SequenceClassifier
+from filterformer.models import CausalLM, SequenceClassifier, TransformerConfig
 from filterformer.models.graph_bridge import GraphBridgeClassifier
 from filterformer.nn import LayerFusion
 from filterformer.training import TrainConfig
 from filterformer.training.model_building import (
     build_model,
     count_parameters,
+    model_config_from_dict,
     resolve_model_config,
 )
+from filterformer.training.pretrained import PretrainedModelConfig
 
 from .helpers import NUM_CLASSES, VOCAB, majority_task
 
@@ -101,3 +105,21 @@ def test_unsupported_task_kinds_are_named():
     task.kind = "regression"
     with pytest.raises(ValueError, match="training supports classification, language_modeling"):
         _build(TrainConfig(model=SMALL), task)
+
+
+def test_a_checkpoint_model_config_reads_back_as_its_kind():
+    task = majority_task(num_train=16, num_eval=4)
+    scratch = resolve_model_config(TrainConfig(model=SMALL, method="gfsa"), task)
+    assert isinstance(scratch, TransformerConfig)
+    assert model_config_from_dict(json.loads(json.dumps(scratch.to_dict()))) == scratch
+    pretrained = PretrainedModelConfig(
+        pretrained="timm:vit_tiny_patch16_224", backend="timm", patch="gfsa+neutreno",
+        patch_options={"K": 2, "lam": 0.4, "layers": [1]}, num_classes=10, image_size=(8, 8),
+        patch_size=2,
+    )
+    assert model_config_from_dict(json.loads(json.dumps(pretrained.to_dict()))) == pretrained
+    with pytest.raises(ValueError, match=r"unknown PretrainedModelConfig field\(s\) \['depth'\]"):
+        model_config_from_dict({**pretrained.to_dict(), "depth": 2})
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'mode' for method 'gfsa'"):
+        model_config_from_dict({**pretrained.to_dict(), "patch": "gfsa",
+                                "patch_options": {"mode": "gate"}})

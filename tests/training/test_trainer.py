@@ -103,7 +103,8 @@ def test_best_validation_checkpoint_is_selected_and_tested(tmp_path):
     records = read_metrics(tmp_path / "metrics.jsonl")
     validations = [r for r in records if r["split"] == "validation"]
     assert [r["step"] for r in validations] == [8, 16, 24, 32, 40]  # once per epoch
-    best = max(validations, key=lambda r: r["accuracy"])  # the first of equals, like the run
+    # A tie in accuracy goes to the lower loss, a full tie to the first, as in the run.
+    best = max(validations, key=lambda r: (r["accuracy"], -r["loss"]))
     assert result.best_step == best["step"]
     assert result.best_validation["accuracy"] == best["accuracy"]
     saved = load_checkpoint(tmp_path / "checkpoints" / "best.pt")

@@ -9,13 +9,17 @@ middle half of them beside it, is reported next to the table's ratio and, being 
 side, decides the target's verdict. When one side's step is much shorter, it runs several steps
 per round (about as long as the other side's one step, at most :data:`MAX_STEPS_PER_ROUND`), so
 its part of a round is not one step that follows the long one.
+
+The rounds themselves (:func:`round_orders`, :func:`steps_per_round`, :func:`alternate_rounds`,
+:func:`round_means`) take any number of sides: ``filterformer compare`` alternates every method's
+training step the same way to measure its time-per-step column.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,14 +27,17 @@ from .config import BenchConfig, BenchShape
 from .measure import prepare_case, use_timing_heap
 from .records import BenchRecord, find_record
 from .targets import Target, TargetResult
-from .timing import cpu_timer, cuda_timer
+from .timing import Timer, cpu_timer, cuda_timer
 from .worker import WorkerFailed, run_isolated
 
 __all__ = [
     "PAIRED_CHOICES",
+    "alternate_rounds",
     "close_call",
     "measure_pair",
     "paired_results",
+    "round_means",
+    "round_orders",
     "round_ratios",
     "steps_per_round",
 ]
@@ -52,13 +59,100 @@ def close_call(result: TargetResult) -> bool:
     return abs(math.log(result.ratio / result.target.bound)) < math.log(CLOSE_CALL)
 
 
-def steps_per_round(first_ms: float, second_ms: float) -> tuple[int, int]:
-    """Steps of each side per round: one for the longer, about as long in all for the shorter."""
-    if first_ms <= 0 or second_ms <= 0:
-        raise ValueError(f"step times must be > 0; got {first_ms} and {second_ms}")
-    longer, shorter = max(first_ms, second_ms), min(first_ms, second_ms)
-    repeat = max(1, min(MAX_STEPS_PER_ROUND, round(longer / shorter)))
-    return (1, repeat) if first_ms >= second_ms else (repeat, 1)
+def steps_per_round(*step_ms: float) -> tuple[int, ...]:
+    """Steps of each side per round: one for the longest, about as long in all for the others.
+
+    Args:
+        step_ms: each side's time of one step (any unit, all > 0).
+
+    Returns:
+        Per side, ``round(longest / its time)`` steps, at most :data:`MAX_STEPS_PER_ROUND`.
+    """
+    if not step_ms or any(not ms > 0 for ms in step_ms):
+        raise ValueError(f"step times must be > 0; got {' and '.join(map(str, step_ms))}")
+    longest = max(step_ms)
+    return tuple(max(1, min(MAX_STEPS_PER_ROUND, round(longest / ms))) for ms in step_ms)
+
+
+def round_orders(sides: int, rounds: int) -> list[tuple[int, ...]]:
+    """The order the sides take in each round, so that no side always follows the same one.
+
+    The orders are the rows of a Williams design (a Latin square balanced for the side that
+    goes just before): over each cycle of ``sides`` rounds (even ``sides``) or ``2 × sides``
+    rounds (odd ``sides``, each order followed by its reverse) every side goes just before every
+    other equally often. Two sides alternate: ``(0, 1), (1, 0), (0, 1), …``; three give
+    ``(0, 1, 2), (2, 1, 0), (1, 2, 0), (0, 2, 1), …``.
+
+    Args:
+        sides: how many sides take turns (>= 1).
+        rounds: how many rounds (>= 0); the cycle repeats as needed.
+
+    Returns:
+        One permutation of ``range(sides)`` per round.
+    """
+    if sides < 1 or rounds < 0:
+        raise ValueError(f"sides must be >= 1 and rounds >= 0; got {sides} and {rounds}")
+    # The first row 0, 1, n-1, 2, n-2, …; row r adds r to each entry (mod n).
+    first = [0] + [(j + 1) // 2 if j % 2 else sides - j // 2 for j in range(1, sides)]
+    rows = [tuple((side + shift) % sides for side in first) for shift in range(sides)]
+    if sides % 2:
+        rows = [order for row in rows for order in (row, row[::-1])]
+    return [rows[index % len(rows)] for index in range(rounds)]
+
+
+def alternate_rounds(
+    steps: Sequence[Callable[[], None]],
+    repeats: Sequence[int],
+    orders: Sequence[Sequence[int]],
+    timer: Timer,
+    *,
+    prepare: Callable[[int, int], None] | None = None,
+) -> list[list[float]]:
+    """Time the sides' steps in rounds: in each round every side runs its steps back to back.
+
+    Args:
+        steps: one step per side.
+        repeats: the steps each side runs per round (:func:`steps_per_round`).
+        orders: the sides' order in each round (:func:`round_orders`); one round per order.
+        timer: runs a step once and returns its time (:func:`~.timing.cpu_timer`, …).
+        prepare: ``prepare(side, round)`` runs before each step, outside the timed region.
+
+    Returns:
+        Per side, its ``len(orders) × repeats[side]`` times in the order they were taken.
+    """
+    if len(repeats) != len(steps):
+        raise ValueError(f"repeats must give one count per step; got {len(repeats)} for "
+                         f"{len(steps)} steps")
+    times: list[list[float]] = [[] for _ in steps]
+    for index, order in enumerate(orders):
+        for side in order:
+            for _ in range(repeats[side]):
+                if prepare is not None:
+                    prepare(side, index)
+                times[side].append(timer(steps[side]))
+    return times
+
+
+def round_means(times: Sequence[Sequence[float]], steps: Sequence[int]) -> list[list[float]]:
+    """Per side, the mean of its steps in each round.
+
+    Args:
+        times: per side, its times in the order they were taken (:func:`alternate_rounds`).
+        steps: the steps each side ran per round.
+
+    Returns:
+        Per side, one mean per round.
+    """
+    whole = len(times) == len(steps) >= 1 and min(steps) >= 1
+    rounds = len(times[0]) // steps[0] if whole else 0
+    if rounds < 1 or any(len(side) != rounds * count
+                         for side, count in zip(times, steps, strict=True)):
+        raise ValueError(
+            f"times must hold whole rounds of {' + '.join(map(str, steps))} steps; got "
+            f"{' + '.join(str(len(side)) for side in times)}"
+        )
+    return [[statistics.fmean(side[i * count:(i + 1) * count]) for i in range(rounds)]
+            for side, count in zip(times, steps, strict=True)]
 
 
 def round_ratios(times: dict[str, list[float]], steps: tuple[int, int]) -> list[float]:
@@ -71,18 +165,8 @@ def round_ratios(times: dict[str, list[float]], steps: tuple[int, int]) -> list[
     Returns:
         One ratio per round.
     """
-    first, second = times["first_ms"], times["second_ms"]
-    rounds = len(first) // steps[0]
-    if rounds < 1 or len(first) != rounds * steps[0] or len(second) != rounds * steps[1]:
-        raise ValueError(
-            f"times must hold whole rounds of {steps[0]} + {steps[1]} steps; got "
-            f"{len(first)} + {len(second)}"
-        )
-    return [
-        statistics.fmean(first[i * steps[0]:(i + 1) * steps[0]])
-        / statistics.fmean(second[i * steps[1]:(i + 1) * steps[1]])
-        for i in range(rounds)
-    ]
+    first, second = round_means([times["first_ms"], times["second_ms"]], steps)
+    return [a / b for a, b in zip(first, second, strict=True)]
 
 
 def measure_pair(
@@ -93,7 +177,8 @@ def measure_pair(
     Args:
         argument: ``(first, second, rounds, steps)``: the two configurations as dicts, how many
             rounds, and how many timed steps each side runs per round (see
-            :func:`steps_per_round`). Rounds alternate which side goes first.
+            :func:`steps_per_round`). Rounds alternate which side goes first
+            (:func:`round_orders`).
 
     Returns:
         ``{"first_ms": [...], "second_ms": [...]}``, ``rounds × steps[i]`` times each.
@@ -105,13 +190,11 @@ def measure_pair(
     timer = cpu_timer if configs[0].device == "cpu" else cuda_timer
     for case in cases:  # warm-up, under the heap policy the timed steps use
         case.step()
-    times: list[list[float]] = [[], []]
-    for index in range(rounds):
-        for side in (0, 1) if index % 2 == 0 else (1, 0):
-            for _ in range(steps[side]):
-                cases[side].reset()
-                times[side].append(timer(cases[side].step))
-    return {"first_ms": times[0], "second_ms": times[1]}
+    first_ms, second_ms = alternate_rounds(
+        [case.step for case in cases], steps, round_orders(2, rounds), timer,
+        prepare=lambda side, _: cases[side].reset(),
+    )
+    return {"first_ms": first_ms, "second_ms": second_ms}
 
 
 def paired_results(

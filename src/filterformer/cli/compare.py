@@ -3,10 +3,13 @@
 Trains every method with every seed under the same budget, then writes results.json,
 results.csv, figures and report.html into the output directory. With no arguments it runs the
 built-in comparison (ListOps, 7 methods, 3 seeds; minutes on a laptop CPU). Re-running with the
-same output directory reuses finished runs and resumes stopped ones.
+same output directory reuses finished runs and resumes stopped ones. Runs train several at once,
+each in its own process (--jobs), with the same results as one after another; a line per
+finished run says how many are done and the time left.
 
 Examples:
   filterformer compare
+  filterformer compare --jobs 1 --quiet
   filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8
   filterformer compare --config configs/compare_listops.yaml --output-dir runs/listops
 """
@@ -14,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import sys
 
 __all__ = ["add_arguments", "run"]
 
@@ -23,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="a .yaml/.yml/.toml file: the budget every run shares (a train "
                              "config), optionally with a 'compare:' section (methods, seeds, "
-                             "diagnostics_batches); the built-in comparison when omitted")
+                             "baseline, diagnostics_batches); the built-in comparison when omitted")
     parser.add_argument("--set", dest="overrides", metavar="KEY=VALUE", nargs="+",
                         action="extend", default=[],
                         help="override keys of the shared budget, e.g. epochs=8 model.depth=6")
@@ -32,15 +36,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "softmax gfsa neutreno agf samsa_soft samsa_hard fusion")
     parser.add_argument("--seeds", nargs="+", type=int, metavar="SEED",
                         help="one run per method and seed (default: 0 1 2)")
+    parser.add_argument("--baseline", metavar="NAME",
+                        help="the method every other is compared with, seed by seed (default: "
+                             "softmax when compared, else the first method)")
     parser.add_argument("--output-dir", metavar="DIR",
                         help="the comparison directory (default: runs/compare)")
     parser.add_argument("--diagnostics-batches", type=int, metavar="N",
                         help="validation batches the over-smoothing diagnostics use (default 2)")
     parser.add_argument("--threads", type=int, default=1, metavar="N",
-                        help="CPU threads torch uses (default 1: small models gain little from "
-                             "more, and step timings stay comparable on a shared machine; 0 "
-                             "keeps torch's own choice)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+                        help="CPU threads torch uses in each run (default 1: small models gain "
+                             "little from more, and step timings stay comparable on a shared "
+                             "machine; 0 keeps torch's own choice)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="runs trained at once, each in its own process (default: as many "
+                             "as fit the CPU cores, cores // threads; 1 on a GPU); 1 trains "
+                             "them one after another in this process. Results are the same "
+                             "whatever N, timings aside")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only the final summary: no line per run, no progress")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide each run's own progress (bar or lines), keep the line per "
+                             "run (progress=false)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from ..training.compare import compare, load_compare_config
+    from ..training.compare.execution import RunFailedError
 
     if args.threads < 0:
         raise ValueError(f"--threads must be 0 (torch's choice) or more; got {args.threads}")
@@ -56,14 +73,19 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
-    if args.no_progress:
+    if args.no_progress or args.quiet:
         overrides.append("progress=false")
-    options = {"methods": args.methods, "seeds": args.seeds,
+    options = {"methods": args.methods, "seeds": args.seeds, "baseline": args.baseline,
                "diagnostics_batches": args.diagnostics_batches}
     config = load_compare_config(
         args.config, overrides, **{k: v for k, v in options.items() if v is not None}
     )
-    results = compare(config)
+    try:
+        results = compare(config, jobs=args.jobs,
+                          echo=(lambda line: None) if args.quiet else print)
+    except RunFailedError as err:  # a run's own failure: say which, without our traceback
+        print(f"filterformer compare: {err}", file=sys.stderr)
+        return 1
     out = config.output_dir
     print(f"compared {len(results['methods'])} methods × {len(results['seeds'])} seeds in "
           f"{results['elapsed_s'] / 60:.1f} min")

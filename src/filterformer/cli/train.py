@@ -1,5 +1,9 @@
 """Train one model on one task from a config file (YAML or TOML) and overrides.
 
+While it trains it shows its progress on stderr: a bar on a terminal, otherwise a line every
+10 s and after each validation (step, epoch, loss, validation metric, steps/s, time left);
+`--quiet` prints only the final summary.
+
 Examples:
   filterformer train --config configs/listops_tiny.yaml --set method=gfsa optimizer.lr=5e-4
   filterformer train --config configs/listops_tiny.yaml --resume        # continue a stopped run
@@ -27,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", metavar="DIR", help="the run directory (output_dir)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in the output directory from its last checkpoint")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--quiet", "--no-progress", action="store_true",
+                        help="print only the final summary: no progress bar or lines "
+                             "(progress=false)")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resolved config as YAML and exit")
 
@@ -40,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = list(args.overrides)
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
-    if args.no_progress:
+    if args.quiet:
         overrides.append("progress=false")
     config = load_config(args.config, overrides)
     if args.print_config:

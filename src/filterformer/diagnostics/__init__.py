@@ -4,12 +4,14 @@ Metrics are pure functions of tensors (``(B, N, D)`` hidden states or ``(L, B, N
 ``(B, N)`` bool masks with True at real tokens). :func:`capture` reads intermediates out of
 filterformer, Hugging Face, timm or any hooked model; :func:`diagnose` streams batches through a
 model and averages every metric per layer into a :class:`DiagnosticsReport`, which
-:mod:`~filterformer.diagnostics.plots` draws.
+:mod:`~filterformer.diagnostics.plots` draws; :func:`random_batches` and :func:`task_batches`
+make the batches to diagnose on.
 """
 
 from .capture import CapturedForward, capture, model_kind
 from .diagnose import DiagnosticsAccumulator, diagnose
 from .frequency import FrequencyResponse, filter_frequency_response, frequency_grid
+from .inputs import TASK_SPLITS, random_batches, task_batches
 from .layernorm import smallest_over_tokens, smallest_token_std, token_std
 from .learned_filters import (
     LearnedFilter,
@@ -31,6 +33,7 @@ from .spectrum import (
 from .subspace import frequency_energy, high_low_frequency_ratio, identical_token_distance
 
 __all__ = [
+    "TASK_SPLITS",
     "CapturedForward",
     "DiagnosticsAccumulator",
     "DiagnosticsReport",
@@ -54,10 +57,12 @@ __all__ = [
     "identical_token_distance",
     "model_kind",
     "normalized_spectrum",
+    "random_batches",
     "singular_value_spectrum",
     "singular_values",
     "smallest_over_tokens",
     "smallest_token_std",
+    "task_batches",
     "token_cosine_similarity",
     "token_std",
 ]

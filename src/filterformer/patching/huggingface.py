@@ -14,6 +14,7 @@ import functools
 import importlib.metadata
 import inspect
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
@@ -243,7 +244,7 @@ def _checkpointing(model: nn.Module) -> bool:
 def _start_forward(module: nn.Module, args: tuple, kwargs: dict) -> None:
     state = get_patch_state(module)
     state.check_checkpointing(module.training and _checkpointing(module))
-    cache = kwargs.get("past_key_values")
+    cache = _decoding_cache(kwargs)
     powers = getattr(cache, CACHE_ATTRIBUTE, None)
     state.start_forward(powers)
     if cache is not None and powers is None:
@@ -252,10 +253,20 @@ def _start_forward(module: nn.Module, args: tuple, kwargs: dict) -> None:
 
 def _finish_forward(module: nn.Module, args: tuple, output: Any) -> None:
     state = get_patch_state(module)
-    cache = getattr(output, "past_key_values", None)
+    cache = _decoding_cache(output) if isinstance(output, Mapping) else None
     if cache is not None and getattr(cache, CACHE_ATTRIBUTE, None) is None:
         _keep_powers(cache, state.context.powers)
     state.start_forward()  # let go of this pass's tensors
+
+
+def _decoding_cache(values: Mapping[str, Any]) -> Any:
+    """The decoding cache among a forward's keyword arguments or in its output, under either
+    name transformers has used: ``cache`` (from 5.24, where ``past_key_values`` is deprecated)
+    or ``past_key_values``."""
+    for name in ("cache", "past_key_values"):
+        if values.get(name) is not None:
+            return values[name]
+    return None
 
 
 def _keep_powers(cache: Any, powers: dict) -> None:

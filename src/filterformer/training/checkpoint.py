@@ -21,10 +21,12 @@ import torch
 from torch import nn
 
 from ..data.cache import atomic_write
+from ..models import Transformer, TransformerConfig
 
 __all__ = [
     "CHECKPOINT_FORMAT",
     "check_same_config",
+    "load_backbone",
     "load_checkpoint",
     "load_model_state",
     "rng_state",
@@ -182,3 +184,36 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((python["version"], tuple(python["internal"]), python["gauss"]))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# -- the backbone of a training checkpoint -------------------------------------------------------
+
+#: A parameter of every filterformer Transformer: its prefix in a checkpoint is the backbone's.
+_BACKBONE_ANCHOR = "blocks.0.norm1.weight"
+
+
+def load_backbone(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Transformer:
+    """The :class:`~filterformer.models.Transformer` inside a training checkpoint, without the
+    task head around it, as its ``model_config`` describes it.
+
+    Task heads hold the backbone under a prefix (``transformer.``, ``classifier.transformer.``);
+    the one prefix of ``blocks.0.norm1.weight`` in the saved weights is the backbone's.
+
+    Raises:
+        ValueError: naming the file when it is no training checkpoint (:func:`load_checkpoint`),
+            holds no single filterformer Transformer (e.g. a pretrained model), or its weights do
+            not fit its model configuration (:func:`load_model_state`).
+    """
+    state = load_checkpoint(path, map_location)
+    config, weights = state.get("model_config"), state.get("model")
+    prefixes = [
+        key[: -len(_BACKBONE_ANCHOR)] for key in (weights or {}) if key.endswith(_BACKBONE_ANCHOR)
+    ]
+    if not isinstance(config, dict) or "pretrained" in config or len(prefixes) != 1:
+        raise ValueError(f"checkpoint {path} holds no single filterformer Transformer backbone")
+    prefix = prefixes[0]
+    model = Transformer(TransformerConfig.from_dict(config))
+    backbone = {key[len(prefix):]: value for key, value in weights.items()
+                if key.startswith(prefix)}
+    load_model_state(model, backbone, path)
+    return model

@@ -1,12 +1,14 @@
-"""Reading a :class:`TrainConfig` from YAML or TOML, with ``key=value`` overrides on top."""
+"""Reading a :class:`TrainConfig` from YAML or TOML, with ``key=value`` overrides on top, and a
+:class:`TransformerConfig` from a file of its fields."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +26,42 @@ from ..models import TransformerConfig
 from .config_values import field_hints, parse_text
 from .run_config import TrainConfig, default_task_options
 
-__all__ = ["CONFIG_SUFFIXES", "apply_overrides", "load_config", "read_config_file", "save_config"]
+__all__ = [
+    "CONFIG_SUFFIXES",
+    "MODEL_CONFIG_SUFFIXES",
+    "apply_overrides",
+    "load_config",
+    "load_transformer_config",
+    "read_config_file",
+    "save_config",
+]
 
 #: File suffixes read as YAML or TOML.
 CONFIG_SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
+#: Suffixes of a file of model fields (:func:`load_transformer_config`): those above and JSON.
+MODEL_CONFIG_SUFFIXES = {**CONFIG_SUFFIXES, ".json": "json"}
 #: Mapping fields whose keys are the fields of a dataclass (typed overrides).
 _KEYED_MAPPINGS = {"model": TransformerConfig}
 
 
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The plain data of a YAML or TOML config file.
+def read_config_file(
+    path: str | os.PathLike, suffixes: Mapping[str, str] = CONFIG_SUFFIXES
+) -> dict[str, Any]:
+    """The plain data of a YAML or TOML config file (or JSON, where ``suffixes`` allow it).
+
+    Args:
+        path: the file.
+        suffixes: the file suffixes accepted, each with its format (``yaml``, ``toml`` or
+            ``json``); :data:`CONFIG_SUFFIXES` or :data:`MODEL_CONFIG_SUFFIXES`.
 
     Raises:
         ValueError: for another suffix, a missing file, unparsable text or a non-mapping.
     """
     path = Path(path)
-    kind = CONFIG_SUFFIXES.get(path.suffix.lower())
+    kind = suffixes.get(path.suffix.lower())
     if kind is None:
         raise ValueError(
-            f"config {path} must end in one of {', '.join(CONFIG_SUFFIXES)}; got {path.suffix!r}"
+            f"config {path} must end in one of {', '.join(suffixes)}; got {path.suffix!r}"
         )
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")
@@ -50,8 +69,13 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"reading TOML config {path} needs Python >= 3.11 or the tomli package")
     text = path.read_text()
     try:
-        data = tomllib.loads(text) if kind == "toml" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as err:  # TOMLDecodeError is a ValueError
+        if kind == "toml":
+            data = tomllib.loads(text)
+        elif kind == "json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as err:  # TOML's and JSON's decode errors are ValueErrors
         raise ValueError(f"cannot parse {kind.upper()} config {path}: {err}") from None
     data = {} if data is None else data
     if not isinstance(data, dict):
@@ -147,3 +171,24 @@ def save_config(config: TrainConfig, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
     return path
+
+
+def load_transformer_config(path: str | os.PathLike, task: Any | None = None) -> TransformerConfig:
+    """A :class:`TransformerConfig` from a YAML, JSON or TOML file of its fields.
+
+    A model without an input size (neither ``vocab_size`` nor ``input_dim``) takes ``task``'s: its
+    vocabulary or features per token and, unless the file sets it, its ``max_len``.
+
+    Args:
+        path: a file whose suffix is one of :data:`MODEL_CONFIG_SUFFIXES`.
+        task: a ``TaskData`` (``filterformer.data.load_task``), or None.
+
+    Raises:
+        ValueError: for a file :func:`read_config_file` refuses, an unknown field (listing the
+            valid ones) or a bad value.
+    """
+    data = read_config_file(path, MODEL_CONFIG_SUFFIXES)
+    if task is not None and data.get("vocab_size") is None and data.get("input_dim") is None:
+        data.update(vocab_size=task.vocab_size, input_dim=task.input_dim)
+        data.setdefault("max_len", task.max_len)
+    return TransformerConfig.from_dict(data)

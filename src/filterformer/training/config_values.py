@@ -10,6 +10,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Iterable
 from typing import Any, Union
 
 import yaml
@@ -20,6 +21,7 @@ __all__ = [
     "dataclass_from_dict",
     "describe_type",
     "field_hints",
+    "parse_assignments",
     "parse_text",
 ]
 
@@ -111,6 +113,26 @@ def parse_text(text: str, hint: Any = Any) -> Any:
             return value
         return number if math.isfinite(number) else value
     return value
+
+
+def parse_assignments(items: Iterable[str], what: str = "--task-option") -> dict[str, Any]:
+    """``KEY=VALUE`` texts as a mapping, each value typed by :func:`parse_text` (a YAML scalar or
+    list); a key given twice keeps its last value.
+
+    Args:
+        items: texts such as ``patch_size=4`` or ``sizes=[1, 2]``.
+        what: the option the texts came from, named in errors.
+
+    Raises:
+        ValueError: naming ``what`` for a text without ``=`` or with an empty key.
+    """
+    values = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{what} must be KEY=VALUE; got {item!r}")
+        values[key.strip()] = parse_text(text)
+    return values
 
 
 def dataclass_from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:

@@ -18,7 +18,7 @@ __all__ = ["IGNORE_INDEX", "MODEL_SELECTION", "evaluate", "is_better", "model_in
 
 IGNORE_INDEX = -100
 #: The validation metric that selects the best checkpoint, per task kind, and whether higher
-#: is better.
+#: is better (a tie goes to the lower validation loss: :func:`is_better`).
 MODEL_SELECTION = {
     "classification": ("accuracy", True),
     "graph_classification": ("accuracy", True),
@@ -40,14 +40,29 @@ def model_inputs(batch: dict[str, Any] | GraphBatch, device: torch.device) -> di
             for k, v in batch.items()}
 
 
-def is_better(kind: str, value: float, best: float | None) -> bool:
-    """Whether validation ``value`` beats ``best`` under :data:`MODEL_SELECTION`."""
+def is_better(kind: str, metrics: dict[str, float], best: dict[str, float] | None) -> bool:
+    """Whether validation ``metrics`` beat the ``best`` so far under :data:`MODEL_SELECTION`.
+
+    The task's metric decides; when it ties, the lower ``loss`` does (on a small validation
+    split accuracy moves in coarse steps while the loss keeps falling). A full tie keeps
+    ``best``; a metric that is not finite never wins and always loses.
+
+    Args:
+        kind: the task kind (a key of :data:`MODEL_SELECTION`).
+        metrics: :func:`evaluate`'s result, with the selection metric and ``loss``.
+        best: the best checkpoint's validation metrics (None before the first).
+    """
     if best is None:
         return True
+    name, higher = MODEL_SELECTION[kind]
+    value, best_value = metrics[name], best[name]
     if not math.isfinite(value):
         return False
-    _, higher = MODEL_SELECTION[kind]
-    return value > best if higher else value < best
+    if not math.isfinite(best_value):
+        return True
+    if value != best_value:
+        return value > best_value if higher else value < best_value
+    return metrics["loss"] < best["loss"]
 
 
 @torch.no_grad()

@@ -1,5 +1,10 @@
 """From a :class:`TrainConfig` to what a run trains: the task's data, the resolved model
-configuration (once) and the model built from it."""
+configuration (once) and the model built from it.
+
+A model configuration is a :class:`~filterformer.models.TransformerConfig` (a model trained from
+scratch) or a :class:`~filterformer.training.pretrained.PretrainedModelConfig` (a pretrained
+model with its method patched in); :func:`build_model` builds either, and
+:func:`model_config_from_dict` reads either back from a checkpoint."""
 
 from __future__ import annotations
 
@@ -9,16 +14,22 @@ from torch import nn
 
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
 from ..models.graph_bridge import GraphBridgeClassifier
+from .pretrained import PretrainedModelConfig, build_pretrained, resolve_pretrained
 from .run_config import TrainConfig
 
 __all__ = [
     "SUPPORTED_KINDS",
+    "ModelConfig",
     "build_model",
     "count_parameters",
     "describe_task",
     "load_task_data",
+    "model_config_from_dict",
     "resolve_model_config",
 ]
+
+#: What :func:`resolve_model_config` returns and :func:`build_model` builds.
+ModelConfig = TransformerConfig | PretrainedModelConfig
 
 #: Task kinds :func:`build_model` makes models for, and the model fields each one requires.
 SUPPORTED_KINDS: dict[str, dict[str, Any]] = {
@@ -29,9 +40,13 @@ SUPPORTED_KINDS: dict[str, dict[str, Any]] = {
 }
 
 
-def resolve_model_config(config: TrainConfig, task: Any) -> TransformerConfig:
-    """The :class:`TransformerConfig` of ``config`` on ``task`` (a ``TaskData``): explicit
-    fields > method > the task's values > defaults. A run resolves it once and passes it on.
+def resolve_model_config(config: TrainConfig, task: Any) -> ModelConfig:
+    """The model configuration of ``config`` on ``task`` (a ``TaskData``), resolved once and
+    passed on.
+
+    From scratch, a :class:`TransformerConfig`: explicit fields > method > the task's values >
+    defaults. With ``config.pretrained``, a :class:`PretrainedModelConfig`
+    (:func:`~filterformer.training.pretrained.resolve_pretrained`).
 
     Raises:
         ValueError: for a task kind training does not support, or fields that do not fit it.
@@ -41,6 +56,8 @@ def resolve_model_config(config: TrainConfig, task: Any) -> TransformerConfig:
             f"task {task.name!r} is of kind {task.kind!r}; training supports "
             f"{', '.join(SUPPORTED_KINDS)}"
         )
+    if config.pretrained is not None:
+        return resolve_pretrained(config.pretrained, config.model, config.method, task)
     graph = task.kind == "graph_classification"
     return config.transformer_config(
         vocab_size=None if graph else task.vocab_size,
@@ -50,15 +67,22 @@ def resolve_model_config(config: TrainConfig, task: Any) -> TransformerConfig:
     )
 
 
-def build_model(model_config: TransformerConfig, task: Any, pooling: str = "mean") -> nn.Module:
+def build_model(model_config: ModelConfig, task: Any, pooling: str = "mean") -> nn.Module:
     """A :class:`SequenceClassifier`, :class:`CausalLM` or :class:`GraphBridgeClassifier` for
-    ``task``, freshly initialised from torch's global generator.
+    ``task``, freshly initialised from torch's global generator; or, for a
+    :class:`PretrainedModelConfig`, a fresh copy of the pretrained model, patched, with its head
+    (:func:`~filterformer.training.pretrained.build_pretrained`).
+
+    Every model takes the batch's keywords (``model(**model_inputs(batch, device))``) and
+    returns ``.loss`` and ``.logits``.
 
     Args:
         model_config: the resolved configuration (:func:`resolve_model_config`).
         task: the ``TaskData`` (its kind, classes and, for graphs, feature widths).
         pooling: how a classifier pools its tokens (:data:`filterformer.nn.POOLINGS`).
     """
+    if isinstance(model_config, PretrainedModelConfig):
+        return build_pretrained(model_config, pooling)
     if task.kind == "language_modeling":
         return CausalLM(model_config)
     if task.kind == "graph_classification":
@@ -68,6 +92,18 @@ def build_model(model_config: TransformerConfig, task: Any, pooling: str = "mean
             task.num_classes, pooling=pooling,
         )
     return SequenceClassifier(model_config, task.num_classes, pooling=pooling)
+
+
+def model_config_from_dict(data: dict[str, Any]) -> ModelConfig:
+    """A checkpoint's ``model_config`` read back: a :class:`PretrainedModelConfig` when it names
+    its ``pretrained`` source, else a :class:`TransformerConfig`.
+
+    Raises:
+        ValueError: for unknown fields (listing the valid ones).
+    """
+    if "pretrained" in data:
+        return PretrainedModelConfig.from_dict(data)
+    return TransformerConfig.from_dict(data)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -1,15 +1,70 @@
-"""The learning-rate schedule: linear warm-up, then cosine, linear or no decay."""
+"""Optimisation: AdamW over the model's two parameter groups, one training step (forward,
+backward, clipping, update), and the learning-rate schedule (linear warm-up, then cosine, linear
+or no decay)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
+from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from .run_config import ScheduleConfig
+from ..optim import parameter_groups
+from .precision import autocast
+from .run_config import OptimizerConfig, ScheduleConfig
 
-__all__ = ["build_scheduler", "lr_factor", "warmup_length"]
+__all__ = ["build_optimizer", "build_scheduler", "lr_factor", "training_step", "warmup_length"]
+
+
+def build_optimizer(model: nn.Module, settings: OptimizerConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay only where it belongs (:func:`filterformer.optim.parameter_groups`:
+    not on norms, biases, embeddings or filter coefficients)."""
+    return torch.optim.AdamW(
+        parameter_groups(model, settings.weight_decay),
+        lr=settings.lr, betas=settings.betas, eps=settings.eps,
+    )
+
+
+def training_step(
+    model: nn.Module,
+    inputs: dict[str, Any],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    *,
+    precision: str,
+    device: torch.device,
+    grad_clip: float | None,
+    parameters: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """One optimiser step: forward (under autocast), backward, gradient clipping, update, and the
+    gradients cleared. The learning-rate schedule is the caller's.
+
+    Args:
+        model: the model to call (possibly DDP-wrapped); its output has ``.loss``.
+        inputs: the model's keyword arguments on ``device`` (``labels`` included).
+        optimizer: the optimiser over ``parameters``.
+        scaler: the gradient scaler (active for fp16 only).
+        precision: the resolved precision (``fp32``, ``bf16``, ``fp16``).
+        device: the training device.
+        grad_clip: the global gradient norm to clip to (None: no clipping).
+        parameters: the module whose gradients are clipped (default ``model``; the unwrapped
+            model under DDP).
+
+    Returns:
+        The loss and the gradient norm before clipping, as 0-dimensional tensors.
+    """
+    with autocast(precision, device):
+        loss = model(**inputs).loss
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    clip = grad_clip if grad_clip is not None else math.inf
+    grad_norm = torch.nn.utils.clip_grad_norm_((parameters or model).parameters(), clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach(), grad_norm
 
 
 def warmup_length(schedule: ScheduleConfig, total_steps: int) -> int:

@@ -4,7 +4,8 @@
 budget. ``model`` keeps only the :class:`~filterformer.models.TransformerConfig` fields set
 explicitly; :meth:`TrainConfig.transformer_config` fills the rest from the method preset, the
 task (vocabulary or input width, sequence length) and the defaults, in that order of precedence:
-explicit fields > method > task > defaults.
+explicit fields > method > task > defaults. With ``pretrained`` the architecture is the pretrained
+model's, and ``model`` holds only the method's fields (:mod:`filterformer.training.pretrained`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..models import TransformerConfig
 from ..nn import POOLINGS
 from .config_values import check_fields, check_value, dataclass_from_dict, field_hints
 from .methods import apply_method, method_changes
+from .pretrained import check_pretrained_source, patch_request, pretrained_task_options
 
 __all__ = [
     "DECAYS",
@@ -81,7 +83,7 @@ class OptimizerConfig:
     (:func:`filterformer.optim.parameter_groups`).
 
     Attributes:
-        lr: peak learning rate.
+        lr: peak learning rate (0 keeps every weight at its initial value, a control).
         weight_decay: decoupled weight decay of the decayed group.
         betas: Adam's β1, β2.
         eps: Adam's ε.
@@ -94,7 +96,8 @@ class OptimizerConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "optimizer.")
-        _positive("optimizer.lr", self.lr)
+        if not self.lr >= 0:  # 0 is a legitimate control: the weights stay at initialisation
+            raise ValueError(f"optimizer.lr must be >= 0 (0 freezes the weights); got {self.lr}")
         _positive("optimizer.eps", self.eps)
         if self.weight_decay < 0:
             raise ValueError(f"optimizer.weight_decay must be >= 0; got {self.weight_decay}")
@@ -141,6 +144,10 @@ class TrainConfig:
             ``depth``, ``attention_options``, …); the task sets ``vocab_size``/``input_dim``.
         method: a method preset of :mod:`filterformer.training.methods` (``gfsa``,
             ``samsa_hard``, ``gfsa+neutreno``, …), applied under the explicit ``model`` fields.
+        pretrained: fine-tune a pretrained model instead of training one from scratch:
+            ``all-MiniLM-L6-v2``, a local Hugging Face model directory, or ``timm:<ViT name>``
+            (random weights); the method is patched in, and ``model`` may set only the
+            method's fields (:mod:`filterformer.training.pretrained`).
         pooling: how a classifier pools tokens (:data:`filterformer.nn.POOLINGS`).
         optimizer: :class:`OptimizerConfig`.
         schedule: :class:`ScheduleConfig`.
@@ -160,13 +167,16 @@ class TrainConfig:
             checkpoint (``--resume`` continues; a time-boxed job can resume chunk by chunk).
         log_every: write a training-loss record every this many steps.
         num_workers: data-loading worker processes.
-        progress: show progress bars (only when the output is a terminal).
+        progress: show the training's progress: a bar on a terminal, else a line every few
+            seconds and after each validation (:mod:`filterformer.training.progress`);
+            false (``--quiet``) shows none.
     """
 
     task: str = DEFAULT_TASK
     task_options: dict[str, Any] | None = None
     model: dict[str, Any] = field(default_factory=dict)
     method: str | None = None
+    pretrained: str | None = None
     pooling: str = "mean"
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -205,8 +215,15 @@ class TrainConfig:
             _positive(name, getattr(self, name), allow_none=True)
         if self.num_workers < 0:
             raise ValueError(f"num_workers must be >= 0; got {self.num_workers}")
-        # Builds the model's configuration once, so that a bad field fails at load time.
-        self.transformer_config()
+        if self.pretrained is None:
+            # Builds the model's configuration once, so that a bad field fails at load time.
+            self.transformer_config()
+        else:
+            # What a patch cannot do (AGF, SAMSA, architecture fields) fails at load time.
+            check_pretrained_source(self.pretrained)
+            patch_request(self.model, self.method)
+            self.task_options = pretrained_task_options(self.task, self.task_options,
+                                                        self.pretrained)
 
     def transformer_config(
         self,

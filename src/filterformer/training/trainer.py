@@ -19,7 +19,6 @@ optimiser, scheduler, gradient scaler and every random generator of every proces
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,11 +26,8 @@ from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
 
 from ..jsonsafe import finite_json
-from ..models import TransformerConfig
-from ..optim import parameter_groups
 from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
 from .checkpoint import (
     check_same_config,
@@ -46,9 +42,16 @@ from .config_files import save_config
 from .distributed import DistributedContext, setup_distributed
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
 from .metrics_log import MetricsLog
-from .model_building import build_model, count_parameters, load_task_data, resolve_model_config
-from .optimization import build_scheduler
-from .precision import autocast, grad_scaler, resolve_precision
+from .model_building import (
+    ModelConfig,
+    build_model,
+    count_parameters,
+    load_task_data,
+    resolve_model_config,
+)
+from .optimization import build_optimizer, build_scheduler, training_step
+from .precision import grad_scaler, resolve_precision
+from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
 
@@ -110,7 +113,7 @@ class Trainer:
         task: Any = None,
         resume: bool = False,
         context: DistributedContext | None = None,
-        model_config: TransformerConfig | None = None,
+        model_config: ModelConfig | None = None,
     ) -> None:
         self.config = config
         self.context = context or setup_distributed(config.device)
@@ -130,10 +133,7 @@ class Trainer:
         seed_everything(config.seed)
         self.model = build_model(self.model_config, self.task, config.pooling).to(self.device)
         self.num_parameters = count_parameters(self.model)
-        self.optimizer = torch.optim.AdamW(
-            parameter_groups(self.model, config.optimizer.weight_decay),
-            lr=config.optimizer.lr, betas=config.optimizer.betas, eps=config.optimizer.eps,
-        )
+        self.optimizer = build_optimizer(self.model, config.optimizer)
         self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
         self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
         self.scheduler = build_scheduler(self.optimizer, config.schedule, self.total_steps)
@@ -146,7 +146,6 @@ class Trainer:
         if self.context.rank:
             torch.manual_seed(config.seed + self.context.rank)
         self.step = self.epoch = self.epoch_step = 0
-        self.best_value: float | None = None
         self.best_step: int | None = None
         self.best_validation: dict[str, float] | None = None
         self.pending = {"loss_sum": 0.0, "count": 0}
@@ -179,8 +178,9 @@ class Trainer:
             "step": self.step,
             "epoch": self.epoch,
             "epoch_step": self.epoch_step,
-            "best": {"value": self.best_value, "step": self.best_step,
-                     "validation": self.best_validation},
+            # The best checkpoint's whole validation record: selection reads its metric and,
+            # on a tie, its loss.
+            "best": {"step": self.best_step, "validation": self.best_validation},
             "pending": dict(self.pending),
             "rng": rngs,
             "world_size": self.context.world_size,
@@ -211,8 +211,7 @@ class Trainer:
                              f"{err}") from None
         self.step, self.epoch, self.epoch_step = state["step"], state["epoch"], state["epoch_step"]
         best = state["best"]
-        self.best_value, self.best_step = best["value"], best["step"]
-        self.best_validation = best["validation"]
+        self.best_step, self.best_validation = best["step"], best["validation"]
         self.pending = dict(state["pending"])
         rngs = state["rng"]
         set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
@@ -222,15 +221,10 @@ class Trainer:
     def _train_step(self, batch: dict[str, Any]) -> tuple[float, float]:
         inputs = model_inputs(batch, self.device)
         self.timer.start()
-        with autocast(self.precision, self.device):
-            loss = self.wrapped(**inputs).loss
-        self.scaler.scale(loss).backward()
-        self.scaler.unscale_(self.optimizer)
-        clip = self.config.grad_clip if self.config.grad_clip is not None else math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
+        loss, grad_norm = training_step(
+            self.wrapped, inputs, self.optimizer, self.scaler, precision=self.precision,
+            device=self.device, grad_clip=self.config.grad_clip, parameters=self.model,
+        )
         self.scheduler.step()
         self.timer.stop()
         return loss.item(), grad_norm.item()
@@ -250,15 +244,15 @@ class Trainer:
         with torch.random.fork_rng(devices=devices):
             return evaluate(self.model, loader, self.task.kind, self.context, self.precision)
 
-    def _validate(self) -> None:
+    def _validate(self) -> dict[str, float]:
         metrics = self._evaluate("validation")
         self.log.log({"step": self.step, "epoch": self.epoch, "split": "validation", **metrics})
-        value = metrics[self.selection_metric]
-        if is_better(self.task.kind, value, self.best_value):
-            self.best_value, self.best_step, self.best_validation = value, self.step, metrics
+        if is_better(self.task.kind, metrics, self.best_validation):
+            self.best_step, self.best_validation = self.step, metrics
             if self.context.is_main:
                 save_checkpoint(self.best_path, {**self._state(), "step": self.step,
                                                  "validation": metrics})
+        return metrics
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -306,19 +300,17 @@ class Trainer:
     def _train_loop(self) -> bool:
         """Run the remaining steps; True when stopped early by ``stop_after``."""
         config = self.config
-        bar = tqdm(total=self.total_steps, initial=self.step, desc=config.method or "train",
-                   disable=None if config.progress and self.context.is_main else True,
-                   dynamic_ncols=True)
-        try:
+        label = f"{config.method or 'train'} seed {config.seed}"
+        with TrainProgress(label, self.total_steps, initial=self.step,
+                           steps_per_epoch=self.steps_per_epoch,
+                           enabled=config.progress and self.context.is_main) as progress:
             session_start = self.step
             while self.step < self.total_steps:
-                if self._train_epoch(bar, session_start):
+                if self._train_epoch(progress, session_start):
                     return True
             return False
-        finally:
-            bar.close()
 
-    def _train_epoch(self, bar: tqdm, session_start: int) -> bool:
+    def _train_epoch(self, progress: TrainProgress, session_start: int) -> bool:
         """Train to the end of the current epoch; True when ``stop_after`` stopped the run."""
         config, context = self.config, self.context
         batches = training_batches(
@@ -335,8 +327,7 @@ class Trainer:
             self.epoch_step += 1
             self.pending["loss_sum"] += loss
             self.pending["count"] += 1
-            bar.update()
-            bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            progress.advance(loss)
             end_of_epoch = self.epoch_step == self.steps_per_epoch
             if end_of_epoch:
                 self.epoch, self.epoch_step = self.epoch + 1, 0
@@ -347,7 +338,7 @@ class Trainer:
                 end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
             )
             if validate:
-                self._validate()
+                progress.validated(self.selection_metric, self._validate()[self.selection_metric])
             stop = (config.stop_after is not None and not last
                     and self.step - session_start >= config.stop_after)
             periodic = config.checkpoint_every and self.step % config.checkpoint_every == 0

@@ -1,7 +1,8 @@
 """``compare``: several methods, several seeds, one task, one budget; one table and report.
 
-:class:`CompareConfig` says what is compared (:mod:`.comparison_config`); :func:`compare` trains
-and measures every run (:mod:`.runner`); :mod:`.statistics` summarises seeds and compares each
+:class:`CompareConfig` says what is compared (:mod:`.comparison_config`); :func:`compare`
+(:mod:`.runner`) trains every run, alone or several at once (:mod:`.execution`), measures the
+methods' cost side by side (:mod:`.cost`); :mod:`.statistics` summarises seeds and compares each
 method with the baseline; :mod:`.results`, :mod:`.figures` and :mod:`.html_report` write the
 files. Imported on its own (it draws figures), not by :mod:`filterformer.training`.
 """
@@ -10,6 +11,7 @@ from .comparison_config import (
     DEFAULT_COMPARE_CONFIG,
     METHOD_FIELDS,
     CompareConfig,
+    MethodEntry,
     load_compare_config,
 )
 from .runner import compare
@@ -18,6 +20,7 @@ __all__ = [
     "DEFAULT_COMPARE_CONFIG",
     "METHOD_FIELDS",
     "CompareConfig",
+    "MethodEntry",
     "compare",
     "load_compare_config",
 ]

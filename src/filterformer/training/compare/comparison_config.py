@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ __all__ = [
     "DEFAULT_COMPARE_CONFIG",
     "METHOD_FIELDS",
     "CompareConfig",
+    "MethodEntry",
     "load_compare_config",
 ]
 
@@ -44,6 +47,70 @@ DEFAULT_COMPARE_CONFIG: dict[str, Any] = {
 #: Model fields the method presets set: a comparison's base config must leave them alone.
 METHOD_FIELDS = ("attention", "attention_options", "attention_layers", "neutreno_lambda",
                  "neutreno_learnable", "fusion")
+#: Keys of a ``compare.methods`` entry given as a mapping.
+ENTRY_KEYS = ("name", "method", "set")
+#: Config keys a method's own ``set`` may not change: they make the runs one comparison.
+SHARED_KEYS = ("task", "task_options", "method", "seed", "output_dir")
+#: A method name is a run directory: letters, digits, ``_ . + -``, not starting with ``.``/``-``.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """One compared method: its name, its preset(s), and overrides of its own runs.
+
+    Attributes:
+        name: the label in tables and the run directory ``runs/<name>/``.
+        method: a preset of :mod:`filterformer.training.methods` or presets joined by ``+``.
+        overrides: dotted config keys and values set on this method's runs only (the entry's
+            ``set``), e.g. ``{"optimizer.lr": 0}`` or ``{"model.attention_layers": [1, 3]}``;
+            they may set the model fields the shared base may not (:data:`METHOD_FIELDS`).
+    """
+
+    name: str
+    method: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, entry: str | dict[str, Any], where: str) -> MethodEntry:
+        """An entry of ``compare.methods``: a method name, or a mapping ``{name, method, set}``
+        (``name`` defaults to ``method``). ``where`` names it in errors."""
+        if isinstance(entry, str):
+            entry = {"method": entry}
+        unknown = sorted(set(entry) - set(ENTRY_KEYS))
+        if unknown:
+            raise ValueError(f"unknown key(s) {', '.join(unknown)} in {where}; valid keys: "
+                             f"{', '.join(ENTRY_KEYS)}")
+        if "method" not in entry:
+            raise ValueError(f"{where} needs a 'method' (a preset or presets joined by '+')")
+        method = entry["method"]
+        method_changes(method)  # raises with the valid names
+        name = entry.get("name", method)
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(
+                f"{where}.name must be usable as a directory name (letters, digits, '_', '.', "
+                f"'+', '-'; not starting with '.' or '-'); got {name!r}"
+            )
+        overrides = entry.get("set") or {}
+        if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
+            raise ValueError(f"{where}.set must map dotted config keys to values, e.g. "
+                             f"{{optimizer.lr: 0}}; got {overrides!r}")
+        shared = sorted(k for k in overrides if k.split(".")[0] in SHARED_KEYS)
+        if shared:
+            raise ValueError(f"{where}.set may not set {', '.join(shared)}: every run of a "
+                             f"comparison shares {', '.join(SHARED_KEYS)}")
+        return cls(name, method, dict(overrides))
+
+    def override_texts(self) -> list[str]:
+        """The overrides as ``key=value`` text for
+        :func:`~filterformer.training.config_files.apply_overrides`, which types each value by
+        the field it sets, as for ``--set`` (JSON is YAML that the override parser reads)."""
+        return [f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}"
+                for key, value in self.overrides.items()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, in the form of a ``compare.methods`` mapping entry."""
+        return {"name": self.name, "method": self.method, "set": dict(self.overrides)}
 
 
 @dataclass
@@ -52,28 +119,62 @@ class CompareConfig:
 
     Attributes:
         base: the budget every run shares; its ``output_dir`` is the comparison directory.
-        methods: method names (presets of :mod:`filterformer.training.methods`, or
-            combinations such as ``gfsa+neutreno``).
+        methods: on input, entries: method names (presets of
+            :mod:`filterformer.training.methods`, or combinations such as ``gfsa+neutreno``)
+            or mappings ``{name, method, set}`` (:meth:`MethodEntry.parse`); after
+            construction, the methods' names.
         seeds: one run per method and seed.
+        baseline: the method every other is compared with; None picks ``softmax`` when it is
+            compared, else the first method. After construction, the name.
         diagnostics_batches: validation batches the over-smoothing diagnostics average over.
+        cost_rounds: timed rounds of the paired time-per-step measurement after training
+            (:mod:`~filterformer.training.compare.cost`); 0 skips it, and the time per step
+            is then each run's in-training median.
+        cost_warmup_steps: untimed warm-up steps of each method before those rounds.
+        method_entries: each name's :class:`MethodEntry`, filled from ``methods`` (a plain name
+            that already has an entry here keeps it, so :func:`dataclasses.replace` keeps each
+            method's overrides); not a config key.
     """
 
     base: TrainConfig = field(default_factory=lambda: TrainConfig.from_dict(DEFAULT_COMPARE_CONFIG))
-    methods: tuple[str, ...] = DEFAULT_METHODS
+    methods: tuple[str | dict[str, Any], ...] = DEFAULT_METHODS
     seeds: tuple[int, ...] = (0, 1, 2)
+    baseline: str | None = None
     diagnostics_batches: int = 2
+    cost_rounds: int = 6
+    cost_warmup_steps: int = 2
+    method_entries: dict[str, MethodEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_fields(self, "compare.")
         if not self.methods:
             raise ValueError("methods must name at least one method")
-        for name in self.methods:
-            method_changes(name)  # raises with the valid names
-        duplicated = sorted({m for m in self.methods if self.methods.count(m) > 1})
+        if not all(isinstance(e, MethodEntry) for e in self.method_entries.values()):
+            raise ValueError("compare.method_entries is filled from compare.methods; list the "
+                             "methods there (names or {name, method, set} mappings)")
+        entries = [
+            self.method_entries[entry] if isinstance(entry, str) and entry in self.method_entries
+            else MethodEntry.parse(entry, f"compare.methods[{i}]")
+            for i, entry in enumerate(self.methods)
+        ]
+        names = [entry.name for entry in entries]
+        duplicated = sorted({m for m in names if names.count(m) > 1})
         if duplicated:
             raise ValueError(f"methods names {duplicated} more than once")
+        self.methods = tuple(names)
+        self.method_entries = {entry.name: entry for entry in entries}
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct integers, at least one; got {self.seeds}")
+        if self.baseline is None:
+            self.baseline = "softmax" if "softmax" in names else names[0]
+        elif self.baseline not in names:
+            raise ValueError(f"compare.baseline {self.baseline!r} is not among the compared "
+                             f"methods; choose one of: {', '.join(names)}")
+        if self.cost_rounds < 0 or self.cost_warmup_steps < 1:
+            raise ValueError(
+                f"cost_rounds must be >= 0 (0: no paired measurement) and cost_warmup_steps "
+                f">= 1; got {self.cost_rounds} and {self.cost_warmup_steps}"
+            )
         if self.diagnostics_batches < 1:
             raise ValueError(
                 f"diagnostics_batches must be a positive integer; got {self.diagnostics_batches}"
@@ -89,15 +190,30 @@ class CompareConfig:
                 f"the base config sets model.{preset[0]}, which the method presets set per run; "
                 f"a comparison's base may not set {', '.join(METHOD_FIELDS)}"
             )
+        for name in names:  # a method's own overrides fail now, not after other runs trained
+            self.run_config(name, self.seeds[0])
 
     @property
     def output_dir(self) -> Path:
         return Path(self.base.output_dir)
 
-    def run_config(self, method: str, seed: int) -> TrainConfig:
-        """The configuration of one run."""
-        run_dir = self.output_dir / "runs" / method / f"seed-{seed}"
-        return dataclasses.replace(self.base, method=method, seed=seed, output_dir=str(run_dir))
+    def run_config(self, name: str, seed: int) -> TrainConfig:
+        """The configuration of one run: the base, method ``name``'s preset and overrides, the
+        seed, and the run directory ``runs/<name>/seed-<seed>``."""
+        if name not in self.method_entries:
+            raise ValueError(f"unknown method {name!r}; compared methods: "
+                             f"{', '.join(self.methods)}")
+        entry = self.method_entries[name]
+        run_dir = str(self.output_dir / "runs" / name / f"seed-{seed}")
+        if not entry.overrides:
+            return dataclasses.replace(self.base, method=entry.method, seed=seed,
+                                       output_dir=run_dir)
+        try:
+            data = apply_overrides(self.base.to_dict(), entry.override_texts())
+            data.update(method=entry.method, seed=seed, output_dir=run_dir)
+            return TrainConfig.from_dict(data)
+        except ValueError as err:
+            raise ValueError(f"method {name!r} (its set): {err}") from None
 
 
 def load_compare_config(
@@ -111,8 +227,9 @@ def load_compare_config(
             None starts from :data:`DEFAULT_COMPARE_CONFIG`.
         overrides: ``key=value`` overrides of the budget (see
             :func:`~filterformer.training.apply_overrides`).
-        options: :class:`CompareConfig` fields (``methods``, ``seeds``, …) that win over the
-            file's ``compare:`` section.
+        options: :class:`CompareConfig` fields (``methods``, ``seeds``, ``baseline``, …) that
+            win over the file's ``compare:`` section; a name in ``methods`` that names a mapping
+            entry of the file's ``compare.methods`` picks that entry.
     """
     if path is None:
         data, section = copy.deepcopy(DEFAULT_COMPARE_CONFIG), {}
@@ -123,6 +240,15 @@ def load_compare_config(
         raise ValueError(f"the compare section of {path} must be a mapping; got {section!r}")
     if "base" in section or "base" in options:
         raise ValueError("the budget is the config itself; 'base' is not a compare option")
+    if "method_entries" in section or "method_entries" in options:
+        raise ValueError("'method_entries' is not a compare option; give methods as "
+                         "{name, method, set} mappings in compare.methods")
+    if options.get("methods") is not None:
+        # Names given here pick the file's own entries of those names, overrides and all.
+        named = {e["name"]: e for e in section.get("methods") or ()
+                 if isinstance(e, dict) and "name" in e}
+        options["methods"] = [named.get(m, m) if isinstance(m, str) else m
+                              for m in options["methods"]]
     base = TrainConfig.from_dict(apply_overrides(data, overrides))
     return dataclass_from_dict(CompareConfig, {**section, **options, "base": base},
                                prefix="compare.")

@@ -6,6 +6,7 @@ relative path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,12 @@ def _cost_figure(summary: list[dict[str, Any]], metric: str) -> Figure:
     return figure
 
 
+def _file_stem(method: str) -> str:
+    """A method name as part of a file stem: "+" and "." (which would start a suffix) become
+    "-"."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", method)
+
+
 def comparison_figures(
     reports: Mapping[str, DiagnosticsReport],
     summary: list[dict[str, Any]],
@@ -103,15 +110,20 @@ def comparison_figures(
                                    ("agf", report.agf_filters, "AGF G(σ)")):
             if curves:
                 planned.append((
-                    # Method names are presets joined by "+", the only character unfit for a file.
-                    f"{kind}_filters_{method.replace('+', '-')}",
+                    f"{kind}_filters_{_file_stem(method)}",
                     plot_learned_filters(curves, columns=2),
                     f"Learned filters of {method}",
                     f"{name} per layer, learned by {method} (mean over seeds; one line per "
                     "head where heads have their own)."
                 ))
     figures = []
+    used: set[str] = set()
     for name, figure, title, caption in planned:
+        # Distinct method names may share a stem ("a+b", "a.b"): each figure keeps its own file.
+        stem, count = name, 1
+        while name in used:
+            name, count = f"{stem}-{count}", count + 1
+        used.add(name)
         save_figure(figure, directory / "figures" / name, formats=("png",), dpi=110)
         figures.append(ReportFigure(name, f"figures/{name}.png", title, caption))
     return figures

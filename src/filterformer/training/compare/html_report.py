@@ -4,24 +4,35 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cost import cost_note
 from .figures import ReportFigure
+from .statistics import MIN_SEEDS, compared_metrics
 
-__all__ = ["render_report"]
+__all__ = ["render_report", "verdict_summary"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
        padding: 0 1em; }
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 .meta { color: #555; margin-top: 0; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.95em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.8em; text-align: right; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.6em; text-align: right; }
 td { white-space: nowrap; }
 th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; }
 tr.best td { font-weight: 600; background: #eef7ee; }
+tr.baseline td { background: #f7f7f7; font-style: italic; }
+.summary { background: #f6f8fb; border-left: 4px solid #4a6fa5; padding: 0.6em 1em; }
+.summary p { margin: 0.3em 0; }
+.verdict { display: block; font-size: 0.85em; color: #555; white-space: normal; }
+.table { overflow-x: auto; }
+.ci { display: block; font-size: 0.85em; color: #444; }
+.verdict.better { color: #17691f; font-weight: 600; }
+.verdict.worse { color: #a11; font-weight: 600; }
 .figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
            gap: 1.2em; }
 figure { margin: 0; border: 1px solid #e3e3e3; padding: 0.6em; }
@@ -42,34 +53,169 @@ def _mean_std(row: dict[str, Any], key: str, digits: int = 4) -> str:
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+@dataclass(frozen=True)
+class _Format:
+    """How one compared metric reads: its name in sentences, digits, scale and unit."""
+
+    label: str
+    digits: int
+    scale: float = 1.0
+    unit: str = ""
+
+    def signed(self, value: float) -> str:
+        return f"{value * self.scale:+.{self.digits}f}{self.unit}"
+
+
+def _formats(metric: str) -> dict[str, _Format]:
+    """The :func:`compared_metrics` keys, in their order, with how each is written."""
+    formats = {f"test_{metric}": _Format(f"test {metric}", 4),
+               "last_layer_cosine_similarity": _Format("last-layer token cosine similarity", 3),
+               "step_time_s": _Format("time per step", 2, 1000.0, " ms")}
+    return {key: formats[key] for key in compared_metrics(metric)}
+
+
+def _interval(difference: dict[str, Any], form: _Format) -> str:
+    """``+0.0310, 95 % CI +0.0120 to +0.0500``; the mean alone without an interval."""
+    text = form.signed(difference["mean"])
+    if difference["ci_low"] is None:
+        return text
+    return (f"{text}, 95 % CI {form.signed(difference['ci_low'])} to "
+            f"{form.signed(difference['ci_high'])}")
+
+
+def _names(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def verdict_summary(results: dict[str, Any]) -> list[str]:
+    """The report's opening sentences: which methods differ significantly from the baseline,
+    on what, and by how much (with the interval); said plainly when none does.
+
+    Args:
+        results: the content of ``results.json`` (``baseline``, ``metric``, ``summary`` rows
+            with their ``difference``).
+    """
+    baseline, metric = results["baseline"], results["metric"]
+    others = [row for row in results["summary"] if row["method"] != baseline]
+    if not others:
+        return [f"Only {baseline} was compared: there is no other method to compare it with."]
+    formats = _formats(metric)
+    seeds = max(row["difference"][key]["seeds"] for row in others for key in formats)
+    judged = {key: [row for row in others
+                    if row["difference"][key]["verdict"] != "too few seeds"] for key in formats}
+    if not any(judged.values()):
+        shared = "1 seed is" if seeds == 1 else f"{seeds} seeds are"
+        return [f"Each method is compared with {baseline} seed by seed, but at most {shared} "
+                f"shared with it: too few to tell whether any method differs from {baseline} "
+                f"(at least {MIN_SEEDS} are needed). No row is marked best."]
+    sentences = []
+    for key, form in formats.items():
+        if not judged[key]:
+            sentences.append(f"Too few seeds are shared with {baseline} to compare {form.label}.")
+            continue
+        parts = []
+        for verdict in ("better", "worse"):
+            rows = [row for row in judged[key] if row["difference"][key]["verdict"] == verdict]
+            if rows:
+                described = [f"{row['method']} ({_interval(row['difference'][key], form)})"
+                             for row in rows]
+                verb = "is" if len(rows) == 1 else "are"
+                parts.append(f"{_names(described)} {verb} significantly {verdict} than "
+                             f"{baseline}")
+        if parts:
+            rest = len(judged[key]) - sum(
+                row["difference"][key]["verdict"] in ("better", "worse") for row in judged[key])
+            tail = "; the other methods do not differ significantly" if rest else ""
+            sentences.append(f"On {form.label}, " + "; ".join(parts) + tail + ".")
+        else:
+            sentences.append(f"No method differs significantly from {baseline} on {form.label}.")
+        unjudged = [row["method"] for row in others
+                    if row["difference"][key]["verdict"] == "too few seeds"]
+        if unjudged:
+            sentences[-1] = (sentences[-1][:-1] + f" ({_names(unjudged)}: too few seeds "
+                             "shared).")
+    sentences.append(f"Every method is compared with {baseline}, the baseline, seed by seed over "
+                     f"up to {seeds} shared seeds: the mean difference with its 95 % confidence "
+                     "interval (Student's t), significant when the interval excludes 0.")
+    return sentences
+
+
+def _verdict(verdict: str) -> str:
+    return (f'<span class="verdict {verdict.replace(" ", "-")}">{html.escape(verdict)}</span>')
+
+
+def _difference_cell(row: dict[str, Any], key: str, form: _Format) -> str:
+    """The mean difference from the baseline [interval], its verdict underneath."""
+    if row["difference"] is None:
+        return "baseline"
+    difference = row["difference"][key]
+    if difference["mean"] is None:
+        return "–"
+    text = html.escape(form.signed(difference["mean"]))
+    if difference["ci_low"] is not None:
+        interval = f"[{form.signed(difference['ci_low'])}, {form.signed(difference['ci_high'])}]"
+        text += f' <span class="ci">{html.escape(interval)}</span>'
+    return text + _verdict(difference["verdict"])
+
+
+def _time_cell(row: dict[str, Any], key: str) -> str:
+    """The median time per step (ms), its ratio to the baseline's, and the verdict."""
+    text = _number(row["step_time_s_median"], 1, 1000.0)
+    if row["step_time_ratio"] is not None:
+        text += f" ({row['step_time_ratio']:.2f}×)"
+        if row["difference"] is not None:
+            text += _verdict(row["difference"][key]["verdict"])
+    return text
+
+
 def _table(results: dict[str, Any]) -> str:
-    metric = results["metric"]
-    summary = results["summary"]
-    higher = metric != "perplexity"
-    scores = [r[f"test_{metric}_mean"] for r in summary if r[f"test_{metric}_mean"] is not None]
-    best = (max if higher else min)(scores) if scores else None
+    metric, baseline = results["metric"], results["baseline"]
+    formats = _formats(metric)
+    main, cosine, time = formats
     header = [
-        "method", f"test {metric} (mean ± std)", f"validation {metric}",
-        "time / step (ms, median)", "peak memory (MiB)", "parameters",
-        "last-layer token cosine (mean ± std)", "runs",
+        "method", f"test {metric} (mean ± std)", f"test {metric} − {baseline} [95 % CI]",
+        f"validation {metric}", f"time / step (ms, median; × {baseline})", "peak memory (MiB)",
+        "parameters", "last-layer token cosine (mean ± std)", f"cosine − {baseline} [95 % CI]",
+        "runs",
     ]
     rows = []
-    for row in summary:
+    for row in results["summary"]:
         memory = row["peak_memory_bytes_median"]
         cells = [
             html.escape(row["method"]),
             _mean_std(row, f"test_{metric}"),
+            _difference_cell(row, main, formats[main]),
             _mean_std(row, f"validation_{metric}"),
-            _number(row["step_time_s_median"], 1, 1000.0),
+            _time_cell(row, time),
             _number(memory, 1, 1 / 2**20) if memory is not None else "–",
             f"{row['num_parameters']:,}",
             _mean_std(row, "last_layer_cosine_similarity", 3),
+            _difference_cell(row, cosine, formats[cosine]),
             str(row["runs"]),
         ]
-        css = ' class="best"' if best is not None and row[f"test_{metric}_mean"] == best else ""
+        # Only a significant improvement over the baseline earns the mark.
+        if row["difference"] is None:
+            css = ' class="baseline"'
+        elif row["difference"][main]["verdict"] == "better":
+            css = ' class="best"'
+        else:
+            css = ""
         rows.append(f"<tr{css}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    return (f'<div class="table"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
+
+
+def _method_notes(results: dict[str, Any]) -> list[str]:
+    """One note per method whose runs differ from its preset alone (a name or overrides)."""
+    notes = []
+    for name, entry in results.get("method_entries", {}).items():
+        if entry["set"] or entry["method"] != name:
+            changes = ", ".join(f"{k}={v}" for k, v in entry["set"].items())
+            notes.append(f"{html.escape(name)}: method {html.escape(entry['method'])}"
+                         + (f", with {html.escape(changes)} for its runs only" if changes
+                            else "") + ".")
+    return notes
 
 
 def _figures(figures: Sequence[ReportFigure]) -> str:
@@ -87,7 +233,11 @@ def render_report(
 ) -> Path:
     """Write the report page for ``results`` (the content of ``results.json``) to ``path``."""
     task, budget, env = results["task"], results["budget"], results["environment"]
-    model = ", ".join(f"{k}={v}" for k, v in budget["model"].items()) or "defaults"
+    model = "model " + html.escape(
+        ", ".join(f"{k}={v}" for k, v in budget["model"].items()) or "defaults")
+    if results.get("pretrained"):
+        model = (f"pretrained model <b>{html.escape(results['pretrained'])}</b> with the method "
+                 "patched in, every parameter fine-tuned")
     length = (f"{budget['max_steps']} steps" if budget["max_steps"]
               else f"{budget['epochs']} epochs")
     steps = results["runs"][0]["steps"] if results["runs"] else 0
@@ -95,7 +245,7 @@ def render_report(
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
         f"{task['num_train']:,} train / {task['num_validation']:,} validation / "
         f"{task['num_test']:,} test, up to {task['max_len']} tokens). "
-        f"Every run: model {html.escape(model)}; {length} ({steps} steps) of batch "
+        f"Every run: {model}; {length} ({steps} steps) of batch "
         f"{budget['batch_size']}, AdamW lr {budget['optimizer']['lr']}, "
         f"{html.escape(budget['schedule']['decay'])} schedule. Seeds "
         f"{', '.join(map(str, results['seeds']))}. "
@@ -107,13 +257,24 @@ def render_report(
     notes = [
         f"Test {results['metric']}: of each run's best-validation checkpoint (the test split is "
         "never used to select anything); mean ± sample standard deviation over seeds.",
-        "Time / step: median wall time of one optimiser step (forward, backward, clipping, "
-        "update) over the run, median over seeds.",
+        f"Differences from {html.escape(results['baseline'])}: per seed, method − baseline "
+        "(runs with the same seed share their data order), over the seeds both ran; mean, "
+        "95 % confidence interval from Student's t, and a verdict: better or worse when the "
+        f"interval excludes 0 (a paired two-sided t-test, p &lt; 0.05; fewer than {MIN_SEEDS} "
+        f"seeds: too few seeds). Higher test accuracy, lower perplexity, lower token cosine "
+        "similarity (less over-smoothing) and lower time per step are better. A row is marked "
+        f"best only when it is significantly better than {html.escape(results['baseline'])} "
+        f"on test {results['metric']}.",
+        f"Time / step × {html.escape(results['baseline'])}: the median over shared seeds of "
+        "each seed's time per step over the baseline's.",
+        f"{html.escape(cost_note(results.get('cost')))} Median over seeds.",
         f"Peak memory: {html.escape(str(results['memory_measure']))} during training, median "
         "over seeds.",
         "Token cosine similarity: mean cosine between distinct real tokens of the last layer's "
         "output on validation batches; closer to 1 means more over-smoothed.",
+        *_method_notes(results),
     ]
+    answer = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in verdict_summary(results))
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -123,6 +284,7 @@ def render_report(
 </head>
 <body>
 <h1>filterformer compare: {html.escape(task['name'])}</h1>
+<div class="summary" id="summary">{answer}</div>
 <p class="meta">{meta}</p>
 {_table(results)}
 <ul class="notes">{''.join(f'<li>{n}</li>' for n in notes)}</ul>

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,25 @@ from ...diagnostics import DiagnosticsReport
 from ...jsonsafe import finite_json
 from .figures import comparison_figures
 from .html_report import render_report
+from .statistics import PairedDifference, compared_metrics
 
-__all__ = ["write_results"]
+__all__ = ["table_row", "write_results"]
+
+#: The parts of each paired difference, in ``results.csv`` column order.
+DIFFERENCE_FIELDS = tuple(f.name for f in fields(PairedDifference))
+
+
+def table_row(row: dict[str, Any], metric: str) -> dict[str, Any]:
+    """A summary row of ``results.json`` as flat ``results.csv`` columns: its nested
+    ``difference`` becomes ``<key>_difference_{mean,ci_low,ci_high,verdict,seeds}`` for every
+    compared metric (empty for the baseline's row)."""
+    flat = {k: v for k, v in row.items() if k != "difference"}
+    differences = row.get("difference") or {}
+    for key in compared_metrics(metric):
+        difference = differences.get(key) or {}
+        flat.update({f"{key}_difference_{part}": difference.get(part)
+                     for part in DIFFERENCE_FIELDS})
+    return flat
 
 
 def write_results(
@@ -23,7 +40,8 @@ def write_results(
     """Write the figures, ``results.json``, ``results.csv`` and ``report.html``.
 
     Args:
-        results: the comparison (task, budget, per-method ``summary``, per-run ``runs``, …).
+        results: the comparison (task, budget, baseline, per-method ``summary`` with each
+            row's ``difference`` from the baseline, per-run ``runs``, …).
         reports: per method, the diagnostics averaged over seeds.
         directory: the comparison directory.
 
@@ -36,9 +54,10 @@ def write_results(
     results = finite_json({**results, "figures": [asdict(f) for f in figures],
                        "diagnostics": {m: r.to_dict() for m, r in reports.items()}})
     (directory / "results.json").write_text(json.dumps(results, indent=1))
+    rows = [table_row(row, results["metric"]) for row in results["summary"]]
     with open(directory / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(results["summary"][0]))
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows(results["summary"])
+        writer.writerows(rows)
     render_report(results, figures, directory / "report.html")
     return results

