@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from filterformer.diagnostics import DiagnosticsReport, diagnose
+from filterformer.diagnostics import DiagnosticsReport, diagnose, load_reports, save_reports
 from filterformer.models import Transformer, TransformerConfig
 
 
@@ -44,3 +44,18 @@ def test_unknown_fields_are_rejected():
     data["colour"] = "blue"
     with pytest.raises(ValueError, match="colour"):
         DiagnosticsReport.from_dict(data)
+
+
+def test_several_reports_round_trip_in_one_file(tmp_path):
+    reports = [small_report(), small_report()]
+    path = save_reports(reports, tmp_path / "out" / "diagnostics.json")
+    loaded = load_reports(path)
+    assert [r.to_dict() for r in loaded] == [r.to_dict() for r in reports]
+
+
+def test_a_file_without_reports_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_reports(tmp_path / "missing.json")
+    single = small_report().save(tmp_path / "single.json")  # one report, not a list of them
+    with pytest.raises(ValueError, match=r"is not a diagnostics\.json"):
+        load_reports(single)

@@ -10,7 +10,6 @@ file (YAML, JSON or TOML) holds TransformerConfig fields; its model is randomly 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +86,7 @@ def _load_task(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast (matplotlib loads with the plots).
-    from ..diagnostics import DiagnosticsReport, diagnose, random_batches, task_batches
+    from ..diagnostics import diagnose, load_reports, random_batches, save_reports, task_batches
     from ..diagnostics.plots import FIGURE_FORMATS, plot_report
 
     models = args.models or []
@@ -117,15 +116,11 @@ def run(args: argparse.Namespace) -> int:
               f"similarity {report.token_cosine_similarity[0]:.3f} -> "
               f"{report.token_cosine_similarity[-1]:.3f}")
     for path in args.compare:
-        if not path.is_file():
-            raise ValueError(f"--compare file {str(path)!r} does not exist")
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict) or "reports" not in data:
-            raise ValueError(f"--compare file {str(path)!r} is not a diagnostics.json")
-        reports += [DiagnosticsReport.from_dict(r) for r in data["reports"]]
-    args.out.mkdir(parents=True, exist_ok=True)
-    summary = args.out / "diagnostics.json"
-    summary.write_text(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=1))
+        try:
+            reports += load_reports(path)
+        except ValueError as err:
+            raise ValueError(f"--compare: {err}") from None
+    summary = save_reports(reports, args.out / "diagnostics.json")
     figures = plot_report(reports, args.out, args.formats or FIGURE_FORMATS)
     print(f"wrote {summary} and {len(figures)} figures to {args.out}")
     return 0

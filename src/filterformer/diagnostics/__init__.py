@@ -20,7 +20,7 @@ from .learned_filters import (
     frequency_points,
     gfsa_filter_responses,
 )
-from .report import DiagnosticsReport, LearnedFilterCurves
+from .report import DiagnosticsReport, LearnedFilterCurves, load_reports, save_reports
 from .similarity import attention_map_similarity, token_cosine_similarity
 from .spectrum import (
     effective_rank,
@@ -55,9 +55,11 @@ __all__ = [
     "gram_singular_values",
     "high_low_frequency_ratio",
     "identical_token_distance",
+    "load_reports",
     "model_kind",
     "normalized_spectrum",
     "random_batches",
+    "save_reports",
     "singular_value_spectrum",
     "singular_values",
     "smallest_over_tokens",

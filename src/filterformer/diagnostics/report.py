@@ -10,7 +10,7 @@ from typing import Any
 
 from ..jsonsafe import finite_json, reject_unknown_fields
 
-__all__ = ["DiagnosticsReport", "LearnedFilterCurves"]
+__all__ = ["DiagnosticsReport", "LearnedFilterCurves", "load_reports", "save_reports"]
 
 
 @dataclass
@@ -110,6 +110,30 @@ class DiagnosticsReport:
     def load(cls, path: str | Path) -> DiagnosticsReport:
         """Read a report written by :meth:`save`."""
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def save_reports(reports: list[DiagnosticsReport], path: str | Path) -> Path:
+    """Write several reports as one ``diagnostics.json`` (``{"reports": [...]}``); returns the
+    path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"reports": [r.to_dict() for r in reports]}, indent=1))
+    return path
+
+
+def load_reports(path: str | Path) -> list[DiagnosticsReport]:
+    """The reports of a ``diagnostics.json`` written by :func:`save_reports`.
+
+    Raises:
+        ValueError: when the file does not exist or holds no ``reports`` list.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"diagnostics file {str(path)!r} does not exist")
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("reports"), list):
+        raise ValueError(f"{str(path)!r} is not a diagnostics.json (no 'reports' list)")
+    return [DiagnosticsReport.from_dict(r) for r in data["reports"]]
 
 
 def _nan(value: Any) -> Any:
