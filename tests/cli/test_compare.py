@@ -114,6 +114,19 @@ def test_results_json_and_csv_hold_every_method(comparison):
         results["summary"][0]["test_accuracy_mean"])
 
 
+def test_results_record_the_command_that_reproduces_them(comparison):
+    from filterformer.cli import build_parser
+
+    results = json.loads((comparison / "results.json").read_text())
+    command = results["provenance"]["command"]
+    words = command.split()
+    assert words[:2] == ["filterformer", "compare"]
+    parsed = build_parser().parse_args(words[1:])
+    assert parsed.seeds == [int(s) for s in SEEDS]
+    assert parsed.output_dir == str(comparison) and parsed.no_progress
+    assert results["provenance"]["commit"] is None or len(results["provenance"]["commit"]) == 40
+
+
 def test_every_figure_is_written(comparison):
     results = json.loads((comparison / "results.json").read_text())
     names = {f["name"] for f in results["figures"]}

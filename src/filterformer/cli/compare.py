@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 __all__ = ["add_arguments", "run"]
@@ -59,6 +60,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "run (progress=false)")
 
 
+def command_line(args: argparse.Namespace) -> str:
+    """The command as one could type it again: ``filterformer compare`` and its options."""
+    words = ["filterformer", "compare"]
+    if args.config:
+        words += ["--config", args.config]
+    if args.overrides:
+        words += ["--set", *args.overrides]
+    for flag, value in (("--methods", args.methods), ("--seeds", args.seeds)):
+        if value:
+            words += [flag, *map(str, value)]
+    for flag, value in (("--baseline", args.baseline), ("--output-dir", args.output_dir),
+                        ("--diagnostics-batches", args.diagnostics_batches),
+                        ("--jobs", args.jobs)):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.threads != 1:
+        words += ["--threads", str(args.threads)]
+    words += [flag for flag, on in (("--quiet", args.quiet), ("--no-progress", args.no_progress))
+              if on]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast.
     import torch
@@ -82,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         results = compare(config, jobs=args.jobs,
-                          echo=(lambda line: None) if args.quiet else print)
+                          echo=(lambda line: None) if args.quiet else print,
+                          command=command_line(args))
     except RunFailedError as err:  # a run's own failure: say which, without our traceback
         print(f"filterformer compare: {err}", file=sys.stderr)
         return 1

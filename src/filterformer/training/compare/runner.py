@@ -30,6 +30,7 @@ import torch
 
 from ...diagnostics import DiagnosticsReport, diagnose
 from ...models.pretrained_classifier import PretrainedClassifier
+from ...provenance import provenance
 from ..batches import evaluation_batches, make_loader
 from ..checkpoint import load_checkpoint, load_model_state
 from ..evaluation import MODEL_SELECTION
@@ -118,6 +119,7 @@ def compare(
     task: Any = None,
     echo: Callable[[str], None] = print,
     jobs: int | None = 1,
+    command: str | None = None,
 ) -> dict[str, Any]:
     """Train every method with every seed on one task and write the comparison.
 
@@ -128,6 +130,8 @@ def compare(
         jobs: runs trained at once: 1 in this process, more in worker processes, None as many
             as fit the cores (:func:`~filterformer.training.compare.execution.train_runs`); the
             results do not depend on it, timings aside.
+        command: the command line that runs this comparison, recorded in ``results.json``
+            beside the source commit (:func:`filterformer.provenance.provenance`).
 
     Returns:
         The content of ``results.json``.
@@ -162,6 +166,7 @@ def compare(
         "summary": summarize(runs, config.methods, metric, config.baseline),
         "runs": runs,
         "elapsed_s": time.perf_counter() - started,
+        "provenance": provenance(command),
     }
     return write_results(results, {m: mean_report(r, m) for m, r in reports.items()},
                          config.output_dir)
