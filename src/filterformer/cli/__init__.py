@@ -12,7 +12,7 @@ import sys
 
 __all__ = ["main"]
 
-COMMANDS: tuple[str, ...] = ("compare", "train", "diagnose", "bench")
+COMMANDS: tuple[str, ...] = ("compare", "train", "diagnose", "bench", "evidence")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,187 @@
+"""One claim's section of the document: the claim, our setup, the tuning, every method's
+results per setting, the judged test rows and the key figure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..training.compare.statistics import compared_metrics
+from .claims import Claim
+from .comparisons import metric_direction, metric_mean_std
+from .figures import claim_figure_path, figure_caption
+from .judged_rows import JudgedRow, verdict_text
+from .markdown import relative_link, table
+from .numbers import (
+    format_difference,
+    format_mean_std,
+    format_ratio,
+    metric_label,
+)
+from .setup_text import config_text, method_text, setup_lines
+from .verdicts import NOT_RUN
+
+__all__ = ["claim_heading", "claim_section"]
+
+
+def claim_heading(claim: Claim) -> str:
+    """The section heading (``C3: UEA JapaneseVowels``)."""
+    return f"{claim.id}: {claim.title}"
+
+
+def _location(results_root: Path, name: str, document_dir: Path) -> str:
+    return f"`{relative_link(results_root / name, document_dir)}`"
+
+
+def _methods_table(results: dict[str, Any]) -> list[str]:
+    """Every method's test and validation metric, last-layer cosine and time ratio."""
+    metric, baseline = results["metric"], results["baseline"]
+    test, validation = f"test_{metric}", f"validation_{metric}"
+    cosine = "last_layer_cosine_similarity"
+    rows = []
+    for method in results["methods"]:
+        row = next(r for r in results["summary"] if r["method"] == method)
+        name = method_text(results, method) + (" — baseline" if method == baseline else "")
+        rows.append([name, *(format_mean_std(k, *metric_mean_std(results, method, k))
+                             for k in (test, validation, cosine)),
+                     format_ratio(row.get("step_time_ratio"))])
+    header = ["method", f"{metric_label(test)} (mean ± std)",
+              f"{metric_label(validation)} (mean ± std)", "last-layer token cosine (mean ± std)",
+              f"time per step / {baseline}'s"]
+    return table(header, rows)
+
+
+def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
+                  document_dir: Path, several: bool) -> list[str]:
+    """The baseline's hyperparameter selection in results directory ``name``: every entry's
+    validation metric, the best marked (``several``: the claim has more than one)."""
+    where = _location(results_root, name, document_dir)
+    lines = ["### Hyperparameters chosen on validation" + (f": {name}" if several else ""), ""]
+    if tuning is None:
+        return [*lines, f"Not run yet ({where}).", ""]
+    metric = tuning["metric"]
+    validation = f"validation_{metric}"
+    higher = compared_metrics(metric)[f"test_{metric}"]
+    means = {m: metric_mean_std(tuning, m, validation) for m in tuning["methods"]}
+    ranked = [m for m in tuning["methods"] if means[m][0] is not None]
+    chosen = (max if higher else min)(ranked, key=lambda m: means[m][0]) if ranked else None
+    shared_lr = ((tuning.get("budget") or {}).get("optimizer") or {}).get("lr")
+    rows = []
+    for method in tuning["methods"]:
+        entry = (tuning.get("method_entries") or {}).get(method) or {}
+        overrides = dict(entry.get("set") or {})
+        lr = overrides.pop("optimizer.lr", shared_lr)
+        others = ", ".join(f"{k}={config_text(v)}" for k, v in overrides.items()) or "–"
+        rows.append([method, entry.get("method", method), config_text(lr), others,
+                     format_mean_std(validation, *means[method]),
+                     "**chosen**" if method == chosen else ""])
+    best = "highest" if higher else "lowest"
+    return [
+        *lines,
+        f"From {where}, seeds {', '.join(map(str, tuning['seeds']))}: the entry with the "
+        f"{best} mean {metric_label(validation)} is chosen (the test split chooses nothing).",
+        "",
+        *table(["entry", "method", "learning rate", "other settings",
+                f"{metric_label(validation)} (mean ± std)", "chosen"], rows),
+        "",
+    ]
+
+
+def _expectation(expect: str, metric: str) -> str:
+    """What the paper claims, with the direction it means on the metric (``better (lower)``)."""
+    higher = metric_direction(metric)
+    if expect == "same" or higher is None:
+        return expect
+    return f"{expect} ({'higher' if (expect == 'better') == higher else 'lower'})"
+
+
+def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
+    several = len(claim.settings) > 1
+    labels = {s.results: s.label for s in claim.settings}
+    body = []
+    for row in rows:
+        test, results, difference = row.test, row.results, row.difference
+        if row.difference is None:
+            ours, diff, seeds = "–", "–", "–"
+        else:
+            pairs = ([(row.versus, test.method), (results, test.method)] if test.versus
+                     else [(results, results["baseline"]), (results, test.method)])
+            ours = " → ".join(format_mean_std(test.metric,
+                                              *metric_mean_std(compared, m, test.metric))
+                              for compared, m in pairs)
+            diff = format_difference(test.metric, difference["mean"], difference["ci_low"],
+                                     difference["ci_high"])
+            seeds = str(difference["seeds"])
+        method = test.method
+        if test.versus:
+            method += f" ({row.setting.label} against {labels[test.versus]})"
+        body.append([method, metric_label(test.metric), *([row.setting.label] * several),
+                     _expectation(test.expect, test.metric), test.paper, ours, diff, seeds,
+                     verdict_text(row)])
+    header = ["method", "metric", *(["setting"] * several), "paper claims", "paper",
+              "ours: baseline (or the other setting) → method (mean ± std)",
+              "difference [95 % CI]", "seeds",
+              "verdict"]
+    return table(header, body)
+
+
+def _figure_lines(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None],
+                  results_root: Path, document_dir: Path) -> list[str]:
+    """The key figure's link and caption, or where it will be while its results are missing."""
+    path = claim_figure_path(claim, results_root)
+    if path is None:
+        return []
+    link = relative_link(path, document_dir)
+    settings = [(s, comparisons[s.results]) for s in claim.settings]
+    if claim.figure.kind == "file":  # compare's own figure, in the first setting's directory
+        available = settings[0][1] is not None and path.is_file()
+    else:  # drawn from the settings that have run
+        available = any(results is not None for _, results in settings)
+    if not available:
+        return ["### Key figure", "", f"Not available yet (`{link}`).", ""]
+    caption = figure_caption(claim, settings)
+    return ["### Key figure", "", f"![{claim.id}: {claim.title}]({link})", "",
+            *([caption, ""] if caption else [])]
+
+
+def claim_section(
+    claim: Claim,
+    comparisons: Mapping[str, dict[str, Any] | None],
+    tunings: Mapping[str, dict[str, Any] | None],
+    rows: list[JudgedRow],
+    results_root: Path,
+    document_dir: Path,
+) -> list[str]:
+    """The lines of a claim's section.
+
+    Args:
+        claim: the claim.
+        comparisons: per setting's ``results`` name, its ``results.json`` (None: not run yet).
+        tunings: per ``claim.tuning`` directory, its ``results.json`` (None: not run yet).
+        rows: the claim's judged test rows (:func:`~filterformer.evidence.judged_rows.
+            judge_claim`).
+        results_root: the directory the settings' ``results`` are relative to.
+        document_dir: the directory of the Markdown file (links are relative to it).
+    """
+    lines = [f"## {claim_heading(claim)}", "", f"**The claim** ({claim.papers}). {claim.claim}",
+             ""]
+    if claim.setup:
+        lines += [f"**Our setup.** {claim.setup}", ""]
+    for name in claim.tuning:
+        lines += _tuning_lines(name, tunings[name], results_root, document_dir,
+                               len(claim.tuning) > 1)
+    for setting in claim.settings:
+        results = comparisons[setting.results]
+        where = _location(results_root, setting.results, document_dir)
+        lines += [f"### Setting: {setting.label}", ""]
+        if results is None:
+            lines += [f"Not run yet ({where}).", ""]
+            continue
+        lines += [f"Results: {where}.", "", *(f"- {item}" for item in setup_lines(results)), "",
+                  *_methods_table(results), ""]
+    lines += ["### Test rows", "", *_rows_table(claim, rows), ""]
+    lines += _figure_lines(claim, comparisons, results_root, document_dir)
+    if all(row.verdict == NOT_RUN for row in rows):
+        lines += ["No comparison of this claim has run yet.", ""]
+    return lines

@@ -1,0 +1,138 @@
+"""Reading a comparison's ``results.json`` (written by ``filterformer compare``).
+
+A results directory that does not exist yet, or holds no ``results.json``, is a comparison not
+run yet (None): the document is written while experiments are still missing. What is read is
+never recomputed when ``results.json`` has it: the summary's means and standard deviations and
+each method's ``difference`` from the baseline are taken as written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..training.compare.statistics import compared_metrics, mean_std, paired_difference
+from ..training.evaluation import MODEL_SELECTION
+
+__all__ = [
+    "RESULTS_FILE",
+    "dotted_value",
+    "load_comparison",
+    "method_difference",
+    "metric_direction",
+    "metric_mean_std",
+    "seed_values",
+    "setting_difference",
+    "summary_row",
+]
+
+#: The file of a results directory that holds the comparison.
+RESULTS_FILE = "results.json"
+
+
+def load_comparison(results_root: str | Path, name: str) -> dict[str, Any] | None:
+    """The content of ``<results_root>/<name>/results.json``, or None when it does not exist
+    yet."""
+    path = Path(results_root) / name / RESULTS_FILE
+    if not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    missing = [k for k in ("metric", "methods", "baseline", "summary", "runs") if k not in results]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}: not a results.json written by "
+                         "filterformer compare")
+    return results
+
+
+def dotted_value(results: dict[str, Any], path: str, where: str) -> Any:
+    """The value at a dotted path of ``results`` (``budget.model.depth``); ValueError naming
+    ``where`` and the keys present when it is missing."""
+    value: Any = results
+    for i, part in enumerate(path.split(".")):
+        if not isinstance(value, dict) or part not in value:
+            present = ", ".join(map(str, value)) if isinstance(value, dict) else "(not a mapping)"
+            prefix = ".".join(path.split(".")[:i]) or "results.json"
+            raise ValueError(f"{where}: {path!r} is not in results.json ({prefix} has: "
+                             f"{present})")
+        value = value[part]
+    return value
+
+
+def summary_row(results: dict[str, Any], method: str, where: str) -> dict[str, Any]:
+    """The summary row of ``method``; ValueError naming ``where`` and the compared methods
+    when it is not one of them."""
+    for row in results["summary"]:
+        if row["method"] == method:
+            return row
+    raise ValueError(f"{where}: method {method!r} is not compared there; methods: "
+                     f"{', '.join(results['methods'])}")
+
+
+def seed_values(results: dict[str, Any], method: str, key: str) -> dict[int, float | None]:
+    """Per seed, the run record's value of ``key`` for ``method`` (None where missing)."""
+    return {run["seed"]: run.get(key) for run in results["runs"] if run["method"] == method}
+
+
+def metric_mean_std(results: dict[str, Any], method: str,
+                    key: str) -> tuple[float | None, float | None]:
+    """The mean ± std over seeds of run-record key ``key`` for ``method``: the summary's
+    ``<key>_mean`` and ``<key>_std`` when it has them, else computed from the runs as compare
+    computes them (:func:`~filterformer.training.compare.statistics.mean_std`)."""
+    row = summary_row(results, method, "results.json")
+    if f"{key}_mean" in row and f"{key}_std" in row:
+        return row[f"{key}_mean"], row[f"{key}_std"]
+    return mean_std(list(seed_values(results, method, key).values()))
+
+
+def metric_direction(key: str) -> bool | None:
+    """Whether compare counts a higher value of run-record key ``key`` as better (its verdict
+    ``better``), for any task's metric; None for a key compare does not compare."""
+    for metric, _ in MODEL_SELECTION.values():
+        directions = compared_metrics(metric)
+        if key in directions:
+            return directions[key]
+    return None
+
+
+def method_difference(results: dict[str, Any], method: str, metric: str,
+                      where: str) -> dict[str, Any]:
+    """The method's paired ``difference`` from the baseline on ``metric`` (``mean``,
+    ``ci_low``, ``ci_high``, ``verdict``, ``seeds``), as ``results.json`` holds it.
+
+    Raises:
+        ValueError: naming ``where``, when the method is not compared, is the baseline, or has
+            no difference on ``metric`` (with the metrics it has).
+    """
+    row = summary_row(results, method, where)
+    differences = row.get("difference")
+    if not differences:
+        raise ValueError(f"{where}: method {method!r} is the baseline; a test row needs another "
+                         f"method (compared: {', '.join(results['methods'])})")
+    if metric not in differences:
+        raise ValueError(f"{where}: metric {metric!r} is not compared in results.json; compared "
+                         f"metrics: {', '.join(differences)}")
+    return differences[metric]
+
+
+def setting_difference(results: dict[str, Any], versus: dict[str, Any], method: str,
+                       metric: str, where: str) -> dict[str, Any]:
+    """``method`` in one comparison against itself in another, seed by seed: the paired
+    difference ``results − versus`` on run-record key ``metric``, with its interval and
+    verdict as compare computes them
+    (:func:`~filterformer.training.compare.statistics.paired_difference`).
+
+    Raises:
+        ValueError: naming ``where``, when the method is not compared in both, or compare does
+            not compare ``metric``.
+    """
+    higher = metric_direction(metric)
+    if higher is None:
+        raise ValueError(f"{where}: metric {metric!r} is not one compare compares")
+    for compared in (results, versus):
+        summary_row(compared, method, where)
+    return paired_difference(seed_values(results, method, metric),
+                             seed_values(versus, method, metric), higher).to_dict()

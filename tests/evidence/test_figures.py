@@ -1,0 +1,48 @@
+import pytest
+import torch
+from scipy import stats
+
+from filterformer.evidence.claims import parse_claims
+from filterformer.evidence.figures import claim_figure_path, draw_claim_figure, mean_interval
+
+from .results_fixture import make_results
+
+
+def test_mean_interval_is_student_t_over_the_values():
+    values = torch.randn(6).tolist()
+    mean, low, high = mean_interval([*values, None, float("nan")])
+    assert mean == pytest.approx(sum(values) / 6)
+    expected = stats.t.interval(0.95, 5, loc=mean, scale=stats.sem(values))
+    assert (low, high) == pytest.approx(expected)
+    assert mean_interval([0.25]) == (0.25, 0.25, 0.25)
+    assert mean_interval([None]) is None
+
+
+def _claim(figure):
+    return parse_claims([{"id": "C1", "title": "t", "papers": "p", "claim": "c",
+                          "settings": [{"results": "a"}, {"results": "b"}],
+                          "tests": [{"method": "gfsa", "metric": "test_accuracy", "paper": "x",
+                                     "expect": "better"}],
+                          "figure": figure}])[0]
+
+
+def test_figures_live_in_the_first_setting_s_directory(tmp_path):
+    assert claim_figure_path(_claim({"layers": {}}), tmp_path) == \
+        tmp_path / "a" / "figures" / "C1_layers.png"
+    assert claim_figure_path(_claim({"file": "figures/cost.png"}), tmp_path) == \
+        tmp_path / "a" / "figures" / "cost.png"
+
+
+def test_a_trend_is_drawn_from_the_settings_that_ran_and_names_a_missing_path(tmp_path):
+    seeds = {s: 0.5 for s in range(3)}
+    results = make_results({"softmax": {"test_accuracy": seeds},
+                            "gfsa": {"test_accuracy": seeds}}, depth=8)
+    claim = _claim({"trend": {"x": "budget.model.depth", "metrics": ["test_accuracy"]}})
+    settings = claim.settings
+    path = tmp_path / "trend.png"
+    assert draw_claim_figure(claim, [(settings[0], None), (settings[1], None)], path) is None
+    assert draw_claim_figure(claim, [(settings[0], None), (settings[1], results)], path) == path
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    wrong = _claim({"trend": {"x": "budget.depth", "metrics": ["test_accuracy"]}})
+    with pytest.raises(ValueError, match=r"claim C1, setting b: 'budget\.depth'"):
+        draw_claim_figure(wrong, [(settings[1], results)], path)

@@ -1,0 +1,85 @@
+import pytest
+
+from filterformer.evidence.claims import ClaimTest, Setting, parse_claims
+from filterformer.evidence.judged_rows import JudgedRow, judge_claim, verdict_text
+
+from .results_fixture import make_results
+
+
+def _row(verdict, expect, difference, metric="test_accuracy"):
+    return JudgedRow(ClaimTest("gfsa", metric, "1 → 2", expect, ("a",)), Setting("a", "a"),
+                     {}, difference, verdict)
+
+
+@pytest.mark.parametrize(("verdict", "expect", "difference", "text"), [
+    ("supports", "better", {"ci_low": 0.01, "ci_high": 0.03, "verdict": "better", "seeds": 5},
+     "**supports**"),
+    ("inconclusive at this scale", "better",
+     {"ci_low": -0.012, "ci_high": 0.004, "verdict": "no significant difference", "seeds": 5},
+     "**inconclusive at this scale** (smallest detectable difference ±0.80 pp)"),
+    ("inconclusive at this scale", "worse",
+     {"ci_low": -0.03, "ci_high": 0.01, "verdict": "too few seeds", "seeds": 2},
+     "**inconclusive at this scale** (smallest detectable difference ±2.00 pp; too few seeds)"),
+    ("inconclusive at this scale", "better",
+     {"ci_low": None, "ci_high": None, "verdict": "too few seeds", "seeds": 1},
+     "**inconclusive at this scale** (too few seeds for an interval: 1)"),
+    ("supports", "same",
+     {"ci_low": -0.0125, "ci_high": 0.0075, "verdict": "no significant difference", "seeds": 3},
+     "**supports** (no significant difference; 95 % interval [-1.25, +0.75] pp)"),
+    ("not run yet", "better", None, "**not run yet**"),
+])
+def test_verdict_text_says_what_qualifies_the_verdict(verdict, expect, difference, text):
+    assert verdict_text(_row(verdict, expect, difference)) == text
+
+
+def test_each_row_is_judged_on_each_of_its_settings_from_compare_s_verdict():
+    claim = parse_claims([{
+        "id": "C", "title": "t", "papers": "p", "claim": "c",
+        "settings": [{"results": "a"}, {"results": "b"}, {"results": "c"}],
+        "tests": [{"method": "gfsa", "metric": "test_accuracy", "paper": "x", "expect": "worse"},
+                  {"method": "gfsa", "metric": "step_time_s", "paper": "y", "expect": "same",
+                   "settings": ["c"]}]}])[0]
+    seeds = {s: 0.5 + 0.1 * s for s in range(3)}
+    results = make_results({"softmax": {"test_accuracy": seeds},
+                            "gfsa": {"test_accuracy": {s: v + 0.1 + 0.01 * s
+                                                       for s, v in seeds.items()}}})
+    rows = judge_claim(claim, {"a": results, "b": None, "c": results})
+    assert [(r.test.metric, r.setting.results) for r in rows] == [
+        ("test_accuracy", "a"), ("test_accuracy", "b"), ("test_accuracy", "c"),
+        ("step_time_s", "c")]
+    difference = results["summary"][1]["difference"]
+    assert difference["test_accuracy"]["verdict"] == "better"  # against a claim of worse
+    assert [r.verdict for r in rows[:3]] == ["contradicts", "not run yet", "contradicts"]
+    assert rows[0].difference == difference["test_accuracy"] and rows[1].difference is None
+    assert rows[3].difference == difference["step_time_s"]
+
+
+def test_a_versus_row_compares_the_method_with_itself_in_another_setting():
+    import random
+
+    from .results_fixture import reference_difference, shifted
+
+    claim = parse_claims([{
+        "id": "C", "title": "t", "papers": "p", "claim": "c",
+        "settings": [{"results": "deep"}, {"results": "shallow"}],
+        "tests": [{"method": "softmax", "metric": "last_layer_cosine_similarity",
+                   "paper": "higher when deeper", "expect": "worse", "versus": "shallow"}]}])[0]
+    assert claim.tests[0].settings == ("deep",)  # the versus setting is not judged against itself
+    shallow_cos = {s: random.uniform(0.2, 0.4) for s in range(5)}
+    deep_cos = shifted(shallow_cos, random.uniform(0.2, 0.3))
+    shallow = make_results({"softmax": {"last_layer_cosine_similarity": shallow_cos},
+                            "gfsa": {}})
+    deep = make_results({"softmax": {"last_layer_cosine_similarity": deep_cos}, "gfsa": {}})
+    rows = judge_claim(claim, {"deep": deep, "shallow": shallow})
+    expected = reference_difference(deep_cos, shallow_cos, higher=False)
+    assert rows[0].difference["verdict"] == expected["verdict"] == "worse"
+    assert rows[0].difference["mean"] == pytest.approx(expected["mean"])
+    assert rows[0].difference["ci_low"] == pytest.approx(expected["ci_low"])
+    assert rows[0].difference["ci_high"] == pytest.approx(expected["ci_high"])
+    assert rows[0].verdict == "supports"
+    assert judge_claim(claim, {"deep": deep, "shallow": None})[0].verdict == "not run yet"
+    with pytest.raises(ValueError, match="'versus' must be one of"):
+        parse_claims([{**{"id": "C", "title": "t", "papers": "p", "claim": "c"},
+                       "settings": [{"results": "a"}],
+                       "tests": [{"method": "m", "metric": "test_accuracy", "paper": "x",
+                                  "expect": "better", "versus": "b"}]}])

@@ -1,0 +1,38 @@
+from filterformer.evidence.setup_text import method_text, provenance_text, setup_lines
+
+from .results_fixture import make_results
+
+
+def _results(**changes):
+    seeds = {s: 0.5 for s in range(2)}
+    results = make_results({"softmax": {"test_accuracy": seeds},
+                            "gfsa-even": {"test_accuracy": seeds}},
+                           method_entries={"gfsa-even": {"name": "gfsa-even", "method": "gfsa",
+                                                         "set": {"model.attention_layers":
+                                                                 [1, 3, 5]}}})
+    results.update(changes)
+    return results
+
+
+def test_the_setup_says_task_model_optimiser_budget_seeds_and_baseline():
+    results = _results()
+    results["budget"].update(max_steps=500, pretrained="all-MiniLM-L6-v2")
+    task, model, optimiser, budget, made = setup_lines(results)
+    assert task.startswith("task: `digits` (classification): 1000 train / 200 validation / "
+                           "300 test") and "options num_train=1000" in task
+    assert model == "model: pretrained `all-MiniLM-L6-v2`, fine-tuned; dim=32, depth=4, norm=post"
+    assert "lr 0.003, weight decay 0.05" in optimiser and "cosine decay" in optimiser
+    assert budget == "budget: 500 steps, batch size 32; seeds 0, 1; baseline softmax"
+    assert made == "made by commit unknown, command unknown; wall time 1.6 min"
+
+
+def test_provenance_and_method_entries():
+    assert provenance_text(_results(provenance={"commit": "a" * 40, "modified": False,
+                                                "command": "filterformer compare"})) == \
+        "commit `aaaaaaa`, command `filterformer compare`"
+    assert provenance_text(_results(provenance={"commit": "b" * 40, "modified": True,
+                                                "command": None})) == \
+        "commit `bbbbbbb` + local changes, command unknown"
+    results = _results()
+    assert method_text(results, "softmax") == "softmax"
+    assert method_text(results, "gfsa-even") == "gfsa-even (gfsa; model.attention_layers=[1, 3, 5])"
