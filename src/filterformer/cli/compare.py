@@ -10,6 +10,7 @@ finished run says how many are done and the time left.
 Examples:
   filterformer compare
   filterformer compare --jobs 1 --quiet
+  filterformer compare --config experiments/c3_japanese_vowels_lr.yaml --dry-run
   filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8
   filterformer compare --config configs/compare_listops.yaml --output-dir runs/listops
 """
@@ -53,6 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as fit the CPU cores, cores // threads; 1 on a GPU); 1 trains "
                              "them one after another in this process. Results are the same "
                              "whatever N, timings aside")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the comparison without training it: load the task, build "
+                             "every method's model and take one training step with each; "
+                             "nothing is written")
     parser.add_argument("--quiet", action="store_true",
                         help="print only the final summary: no line per run, no progress")
     parser.add_argument("--no-progress", action="store_true",
@@ -86,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast.
     import torch
 
-    from ..training.compare import compare, load_compare_config
+    from ..training.compare import compare, dry_run, load_compare_config
     from ..training.compare.execution import RunFailedError
 
     if args.threads < 0:
@@ -103,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_compare_config(
         args.config, overrides, **{k: v for k, v in options.items() if v is not None}
     )
+    if args.dry_run:
+        dry_run(config, echo=(lambda line: None) if args.quiet else print)
+        return 0
     try:
         results = compare(config, jobs=args.jobs,
                           echo=(lambda line: None) if args.quiet else print,

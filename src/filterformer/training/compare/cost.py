@@ -49,9 +49,11 @@ from .comparison_config import CompareConfig
 __all__ = [
     "COST_FILE",
     "PairedStepTimes",
+    "TrainingStep",
     "cost_note",
     "measure_cost",
     "paired_step_times",
+    "training_inputs",
     "with_step_times",
 ]
 
@@ -109,7 +111,7 @@ def paired_step_times(
     return PairedStepTimes(list(repeats), [[ms / 1e3 for ms in side] for side in means_ms])
 
 
-class _TrainingStep:
+class TrainingStep:
     """One run's model, AdamW optimiser and batches, ready to take training steps.
 
     Args:
@@ -137,13 +139,16 @@ class _TrainingStep:
         """Take the next steps on batch ``index`` (modulo the batches there are)."""
         self.inputs = self.batches[index % len(self.batches)]
 
-    def step(self) -> None:
-        """One training step, as the training loop takes it (without the schedule)."""
-        training_step(self.model, self.inputs, self.optimizer, self.scaler,
-                      precision=self.precision, device=self.device, grad_clip=self.grad_clip)
+    def step(self) -> torch.Tensor:
+        """One training step, as the training loop takes it (without the schedule); returns
+        the step's loss (a 0-dimensional tensor; reading it waits for the device)."""
+        loss, _ = training_step(self.model, self.inputs, self.optimizer, self.scaler,
+                                precision=self.precision, device=self.device,
+                                grad_clip=self.grad_clip)
+        return loss
 
 
-def _training_inputs(task: Any, batch_size: int, seed: int, count: int,
+def training_inputs(task: Any, batch_size: int, seed: int, count: int,
                      device: torch.device) -> list[dict[str, Any]]:
     """The first ``count`` training batches of the seed's first epoch, as model inputs."""
     chosen = training_batches(task.train, batch_size, epoch=0, seed=seed)[:count]
@@ -158,9 +163,9 @@ def _measure_seed(config: CompareConfig, task: Any, seed: int, device: torch.dev
     for name in config.methods:
         run = config.run_config(name, seed)
         if run.batch_size not in inputs:
-            inputs[run.batch_size] = _training_inputs(task, run.batch_size, seed,
+            inputs[run.batch_size] = training_inputs(task, run.batch_size, seed,
                                                       config.cost_rounds, device)
-        steps.append(_TrainingStep(run, task, device, inputs[run.batch_size]))
+        steps.append(TrainingStep(run, task, device, inputs[run.batch_size]))
     return paired_step_times(
         [s.step for s in steps], rounds=config.cost_rounds,
         warmup_steps=config.cost_warmup_steps, timer=timer,
