@@ -3,7 +3,11 @@ import torch
 
 from filterformer.graphs import Graph, collate_graphs
 from filterformer.models import TransformerConfig
-from filterformer.models.graph_bridge import GraphBridgeClassifier, GraphBridgeTokenizer
+from filterformer.models.graph_bridge import (
+    GraphBridgeClassifier,
+    GraphBridgeRegressor,
+    GraphBridgeTokenizer,
+)
 
 NODE_DIM, EDGE_DIM, DIM, POS = 5, 3, 16, 8
 
@@ -144,3 +148,32 @@ def test_invalid_configuration_is_rejected():
     wrong = GraphBridgeTokenizer(NODE_DIM + 1, EDGE_DIM, DIM)
     with pytest.raises(ValueError, match="node_features must be"):
         wrong(batch)
+
+
+def test_the_regressor_is_the_classifier_with_one_standardised_output():
+    mean, std = float(torch.randn(())), float(torch.rand(()) + 0.5)
+    torch.manual_seed(7)
+    classifier = GraphBridgeClassifier(_config(), NODE_DIM, EDGE_DIM, 3, position_dim=POS)
+    torch.manual_seed(7)
+    regressor = GraphBridgeRegressor(_config(), NODE_DIM, EDGE_DIM, target_mean=mean,
+                                     target_std=std, position_dim=POS)
+    assert classifier.sequence_model is classifier.classifier
+    assert regressor.sequence_model is regressor.regressor
+    # The same Graph-Bridge tokenizer and Transformer, initialised alike; only the head differs.
+    ours, theirs = regressor.state_dict(), classifier.state_dict()
+    shared = [k for k in theirs if k.startswith("tokenizer.")] + [
+        k for k in theirs if k.startswith("classifier.transformer.")]
+    for key in shared:
+        assert torch.equal(ours[key.replace("classifier.", "regressor.", 1)], theirs[key]), key
+    assert regressor.regressor.head.out_features == 1
+    graphs = [_graph(3, 2, label=float(torch.randn(()))), _graph(6, 9, label=1.5)]
+    batch = collate_graphs(graphs)
+    assert batch.labels.dtype == torch.float32
+    noise = torch.randn(2, 6, POS)
+    out = regressor.eval()(batch, labels=batch.labels, noise=noise)
+    assert out.predictions.shape == (2,)
+    torch.testing.assert_close(out.loss, (((out.predictions - batch.labels) / std) ** 2).mean(),
+                               rtol=1e-5, atol=1e-6)
+    tokens, mask = regressor.tokenizer(batch, noise=noise)
+    alone = regressor.regressor(inputs_embeds=tokens, padding_mask=mask).predictions
+    torch.testing.assert_close(alone, out.predictions)

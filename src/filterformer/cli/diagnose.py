@@ -74,11 +74,11 @@ def _load_model(kind: str, path: Path, seed: int, task: Any | None) -> Transform
 
 def _load_task(args: argparse.Namespace) -> Any:
     # Imported on use: the data package loads its sources only when a run needs them.
-    from ..data import load_task
+    from ..data import GRAPH_KINDS, load_task
     from ..training.config_values import parse_assignments
 
     task = load_task(args.task, **parse_assignments(args.task_option, "--task-option"))
-    if task.kind == "graph_classification":
+    if task.kind in GRAPH_KINDS:
         raise ValueError(f"--task {args.task!r} gives graph batches; diagnose graph models from "
                          "Python with capture(..., layers=[...]) instead")
     return task

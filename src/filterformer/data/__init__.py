@@ -6,6 +6,7 @@ that need them; a missing source raises :class:`MissingSourceError` naming the p
 provides it and the command that installs it.
 """
 
+from .b3db import B3DB_TABLES, load_b3db, read_b3db
 from .cache import CACHE_ENV_VAR, cache_root, sources_dir
 from .datasets import (
     IGNORE_INDEX,
@@ -18,20 +19,22 @@ from .datasets import (
 from .idx import parse_idx, read_idx
 from .images import load_digits_task, load_fashion_mnist, patchify, read_fashion_mnist
 from .listops import evaluate_listops, generate_listops, load_listops
-from .molecules import load_b3db, read_b3db, smiles_to_graph
+from .molecules import molecule_graphs, smiles_to_graph
 from .pathfinder import DRAW_THRESHOLD, PathfinderImages, generate_pathfinder, load_pathfinder
 from .registry import TASKS, load_task, task_options
 from .sentiment import load_sentiment, load_sentiment_bytes, read_movie_snippets
 from .sources import MissingSourceError
 from .splits import SPLIT_SEED, carve_validation, split_indices
-from .task import TASK_KINDS, TaskData
+from .task import GRAPH_KINDS, TASK_KINDS, TaskData
 from .text import load_text_lm, read_austen, read_corpus, read_text_path
 from .ts_format import TimeSeriesCases, parse_ts, read_ts
 from .uea import load_uea, read_uea
 
 __all__ = [
+    "B3DB_TABLES",
     "CACHE_ENV_VAR",
     "DRAW_THRESHOLD",
+    "GRAPH_KINDS",
     "IGNORE_INDEX",
     "PAD_ID",
     "SPLIT_SEED",
@@ -60,6 +63,7 @@ __all__ = [
     "load_task",
     "load_text_lm",
     "load_uea",
+    "molecule_graphs",
     "parse_idx",
     "parse_ts",
     "patchify",

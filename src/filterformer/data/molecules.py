@@ -1,33 +1,25 @@
-"""Molecules as graphs: B3DB blood-brain-barrier permeability (BBB+ / BBB-) from SMILES.
+"""Molecules as graphs: SMILES to heavy-atom graphs with one-hot atom and bond features.
 
-B3DB (Meng et al., 2021; CC0) ships in the PyPI package ``qc-b3db``:
-``B3DB/B3DB_classification.tsv`` has 7,807 molecules with a SMILES string and a BBB+/BBB- label.
 RDKit turns each SMILES into a graph of heavy atoms and bonds, every bond once per direction, with
 one-hot numeric features (see :data:`NODE_FEATURES` and :data:`EDGE_FEATURES`). A graph counts
-``num_nodes + num_edges`` tokens for Graph-Bridge. There are no official splits: validation and
-test are carved with the fixed split seed, stratified by label.
+``num_nodes + num_edges`` tokens for Graph-Bridge. :func:`molecule_graphs` featurises a whole data
+set once and caches it; the data sets themselves (B3DB) live in :mod:`.b3db`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
-import io
 import os
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from ..graphs import Graph, collate_graphs
+from ..graphs import Graph
 from .cache import cache_root, cached_arrays
-from .datasets import ItemDataset
-from .sources import MissingSourceError, find_package_dir, require_module
-from .splits import check_split_fractions, three_way_split
-from .task import TaskData
+from .sources import require_module
 
 if TYPE_CHECKING:
     from rdkit import Chem
@@ -36,8 +28,7 @@ __all__ = [
     "ATOM_SYMBOLS",
     "EDGE_FEATURES",
     "NODE_FEATURES",
-    "load_b3db",
-    "read_b3db",
+    "molecule_graphs",
     "smiles_to_graph",
 ]
 
@@ -55,7 +46,6 @@ _NODE_GROUPS = (len(ATOM_SYMBOLS) + 1, _DEGREES, len(_CHARGES), _HYDROGENS,
 _EDGE_GROUPS = (len(_BOND_TYPES), 2, 2)
 NODE_FEATURES = sum(1 if size == 2 else size for size in _NODE_GROUPS)
 EDGE_FEATURES = sum(1 if size == 2 else size for size in _EDGE_GROUPS)
-QC_B3DB_PACKAGE = "qc-b3db"
 _FEATURES_VERSION = 1  # bump when the features change, so cached graphs are rebuilt
 
 
@@ -160,109 +150,60 @@ def smiles_to_graph(smiles: str, label: int | float | None = None) -> Graph | No
     return None if codes is None else _graph(*codes, label)
 
 
-def read_b3db(path: str | os.PathLike | None = None) -> list[tuple[str, int]]:
-    """B3DB's classification set as ``(SMILES, label)`` rows, label 1 for BBB+.
-
-    Args:
-        path: a TSV with ``SMILES`` and ``BBB+/BBB-`` columns; default the file in ``qc-b3db``.
-    """
-    if path is None:
-        package_dir = find_package_dir("B3DB")
-        if package_dir is None or not (package_dir / "B3DB_classification.tsv").is_file():
-            raise MissingSourceError(
-                "B3DB_classification.tsv",
-                f"the PyPI package {QC_B3DB_PACKAGE}",
-                f"pip install {QC_B3DB_PACKAGE}",
-            )
-        path = package_dir / "B3DB_classification.tsv"
-    text = Path(path).expanduser().read_text(encoding="utf-8")
-    rows = []
-    for record in csv.DictReader(io.StringIO(text), delimiter="\t"):
-        label = record["BBB+/BBB-"].strip()
-        if label not in ("BBB+", "BBB-"):
-            raise ValueError(f"BBB+/BBB- column holds {label!r}; valid: 'BBB+', 'BBB-'")
-        rows.append((record["SMILES"].strip(), int(label == "BBB+")))
-    return rows
-
-
-def _featurise(rows: list[tuple[str, int]]) -> dict[str, np.ndarray]:
+def _featurise(smiles: Sequence[str]) -> dict[str, np.ndarray]:
     """All molecules' codes, concatenated, with offsets; unreadable SMILES are listed by row."""
-    atoms, edges, bonds, labels, unreadable = [], [], [], [], []
+    atoms, edges, bonds, unreadable = [], [], [], []
     with _quiet_rdkit():
-        for row, (smiles, label) in enumerate(rows):
-            codes = _molecule_codes(smiles)
+        for row, text in enumerate(smiles):
+            codes = _molecule_codes(text)
             if codes is None:
                 unreadable.append(row)
                 continue
             atoms.append(codes[0])
             edges.append(codes[1])
             bonds.append(codes[2])
-            labels.append(label)
     return {
         "atoms": np.concatenate(atoms),
         "atom_offsets": np.cumsum([0] + [len(a) for a in atoms]),
         "edges": np.concatenate(edges, axis=1),
         "bonds": np.concatenate(bonds),
         "edge_offsets": np.cumsum([0] + [e.shape[1] for e in edges]),
-        "labels": np.array(labels, dtype=np.int64),
         "unreadable": np.array(unreadable, dtype=np.int64),
     }
 
 
-def _graphs_from_arrays(arrays: dict[str, np.ndarray]) -> list[Graph]:
-    node_at, edge_at = arrays["atom_offsets"], arrays["edge_offsets"]
-    return [
-        _graph(arrays["atoms"][node_at[i] : node_at[i + 1]],
-               arrays["edges"][:, edge_at[i] : edge_at[i + 1]],
-               arrays["bonds"][edge_at[i] : edge_at[i + 1]], int(label))
-        for i, label in enumerate(arrays["labels"])
-    ]
-
-
-def load_b3db(
+def molecule_graphs(
+    smiles: Sequence[str],
+    targets: np.ndarray,
     *,
-    path: str | os.PathLike | None = None,
-    seed: int = 0,
-    num_train: int | None = None,
-    validation_fraction: float = 0.1,
-    test_fraction: float = 0.1,
+    name: str,
     cache_dir: str | os.PathLike | None = None,
-) -> TaskData:
-    """B3DB classification as atom/bond graphs, batched as :class:`~filterformer.graphs.GraphBatch`.
+) -> tuple[list[Graph], list[str]]:
+    """The graphs of every readable molecule with its target, featurised once and cached.
 
     Args:
-        path: a TSV with ``SMILES`` and ``BBB+/BBB-`` columns; default the one in ``qc-b3db``.
-        seed: draws the ``num_train`` subset.
-        num_train: keep only this many training molecules; None keeps all.
-        validation_fraction: share of the molecules held out for model selection.
-        test_fraction: share of the molecules held out for the final test.
-        cache_dir: cache root; the featurised graphs are stored there after the first load.
+        smiles: ``M`` SMILES strings.
+        targets: ``(M,)`` one per molecule: int64 class labels or float32 values; each graph's
+            ``label`` is the Python number.
+        name: the data set's name: its cache folder and file prefix under the cache root.
+        cache_dir: cache root (:func:`~filterformer.data.cache.cache_root`).
+
+    Returns:
+        ``(graphs, unreadable)``: the graphs of the molecules RDKit reads, in row order, and the
+        SMILES it could not read.
     """
-    check_split_fractions(validation_fraction, test_fraction)
-    rows = read_b3db(path)
-    digest = hashlib.sha1(repr(rows).encode()).hexdigest()[:16]
-    cache_path = cache_root(cache_dir) / "b3db" / f"b3db-graphs-v{_FEATURES_VERSION}-{digest}.npz"
-    arrays = cached_arrays(cache_path, lambda: _featurise(rows))
-    graphs = _graphs_from_arrays(arrays)
-    unreadable = [rows[i][0] for i in arrays["unreadable"]]
-    labels = np.array([g.label for g in graphs], dtype=np.int64)
-    train, validation, test = three_way_split(
-        labels, validation_fraction, test_fraction, num_train, seed
-    )
-    splits = {split: ItemDataset([graphs[i] for i in idx])
-              for split, idx in {"train": train, "validation": validation, "test": test}.items()}
-    return TaskData(
-        name="b3db",
-        kind="graph_classification",
-        train=splits["train"],
-        validation=splits["validation"],
-        test=splits["test"],
-        collate=collate_graphs,
-        num_classes=2,
-        vocab_size=None,
-        input_dim=NODE_FEATURES,
-        max_len=max(g.num_nodes + g.num_edges for g in graphs),
-        metadata={"class_names": ["BBB-", "BBB+"], "num_molecules": len(rows),
-                  "unreadable_smiles": unreadable, "node_features": NODE_FEATURES,
-                  "edge_features": EDGE_FEATURES, "seed": seed},
-    )
+    if len(targets) != len(smiles):
+        raise ValueError(f"targets must have one value per SMILES ({len(smiles)}); got "
+                         f"{len(targets)}")
+    digest = hashlib.sha1(repr(list(smiles)).encode()).hexdigest()[:16]
+    path = cache_root(cache_dir) / name / f"{name}-graphs-v{_FEATURES_VERSION}-{digest}.npz"
+    arrays = cached_arrays(path, lambda: _featurise(smiles))
+    readable = np.delete(np.arange(len(smiles)), arrays["unreadable"])
+    node_at, edge_at = arrays["atom_offsets"], arrays["edge_offsets"]
+    graphs = [
+        _graph(arrays["atoms"][node_at[i] : node_at[i + 1]],
+               arrays["edges"][:, edge_at[i] : edge_at[i + 1]],
+               arrays["bonds"][edge_at[i] : edge_at[i + 1]], targets[row].item())
+        for i, row in enumerate(readable)
+    ]
+    return graphs, [smiles[i] for i in arrays["unreadable"]]

@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+from .b3db import load_b3db
 from .images import load_digits_task, load_fashion_mnist
 from .listops import load_listops
-from .molecules import load_b3db
 from .pathfinder import load_pathfinder
 from .sentiment import load_sentiment, load_sentiment_bytes
 from .task import TaskData

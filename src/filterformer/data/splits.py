@@ -103,14 +103,19 @@ def three_way_split(
     test_fraction: float,
     num_train: int | None,
     seed: int,
+    *,
+    stratify: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stratified (train, validation, test) indices for a source with no splits of its own.
+    """(train, validation, test) indices for a source with no splits of its own, stratified by
+    class unless ``stratify`` is False (as for a real-valued target, where ``labels`` only give
+    the number of items).
 
     The partition uses :data:`SPLIT_SEED`, so validation and test never depend on ``seed``;
     ``seed`` only draws the ``num_train`` training subset (all of it when None).
     """
     train_share = check_split_fractions(validation_fraction, test_fraction)
     train, validation, test = split_indices(
-        len(labels), [train_share, validation_fraction, test_fraction], labels
+        len(labels), [train_share, validation_fraction, test_fraction],
+        labels if stratify else None,
     )
     return subsample(train, num_train, seed), validation, test

@@ -3,7 +3,8 @@
 from .causal_lm import CausalLM, CausalLMOutput
 from .classifier import ClassifierOutput, SequenceClassifier
 from .config import TransformerConfig
-from .graph_bridge import GraphBridgeClassifier, GraphBridgeTokenizer
+from .graph_bridge import GraphBridgeClassifier, GraphBridgeRegressor, GraphBridgeTokenizer
+from .regressor import RegressionOutput, SequenceRegressor
 from .transformer import Transformer, TransformerOutput
 
 __all__ = [
@@ -11,8 +12,11 @@ __all__ = [
     "CausalLMOutput",
     "ClassifierOutput",
     "GraphBridgeClassifier",
+    "GraphBridgeRegressor",
     "GraphBridgeTokenizer",
+    "RegressionOutput",
     "SequenceClassifier",
+    "SequenceRegressor",
     "Transformer",
     "TransformerConfig",
     "TransformerOutput",

@@ -3,7 +3,8 @@
 Node i gets a positional code ``p_i = noise_i ⊙ softplus(c) + MLP(x_i)``; its two halves
 ``p_i^l, p_i^r`` give edge (i → j) the code ``p_ij = p_i^l − p_j^r``, which changes when the edge
 is reversed. Node token ``MLP([x_i, p_i])``, edge token ``MLP([e_ij, p_ij])``: both live in the
-model's width, side by side in one sequence.
+model's width, side by side in one sequence. A task head over a Transformer reads the tokens:
+:class:`GraphBridgeClassifier` (classes) or :class:`GraphBridgeRegressor` (one real value).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from ..graphs import GraphBatch
 from ..optim import exclude_from_weight_decay
 from .classifier import ClassifierOutput, SequenceClassifier
 from .config import TransformerConfig
+from .regressor import RegressionOutput, SequenceRegressor
 
-__all__ = ["GraphBridgeClassifier", "GraphBridgeTokenizer"]
+__all__ = ["GraphBridgeClassifier", "GraphBridgeRegressor", "GraphBridgeTokenizer"]
 
 #: Rows of the evaluation code table drawn per seed, so that the table for n nodes is a prefix
 #: of the table for more nodes (a graph's codes do not depend on the batch it sits in).
@@ -160,7 +162,75 @@ def _gather_nodes(x: Tensor, index: Tensor) -> Tensor:
     return x.gather(1, index.unsqueeze(-1).expand(*index.shape, x.shape[-1]))
 
 
-class GraphBridgeClassifier(nn.Module):
+class _GraphBridgeModel(nn.Module):
+    """Graph-Bridge tokens, then a sequence model on them (a task head over a Transformer).
+
+    The tokens carry their own positional codes, so the backbone needs ``position="none"``
+    (sequence positions would make the output depend on node order).
+    """
+
+    def __init__(
+        self,
+        config: TransformerConfig,
+        node_dim: int,
+        edge_dim: int,
+        *,
+        pooling: str,
+        position_dim: int | None,
+        hidden_dim: int | None,
+        eval_noise: bool,
+        eval_seed: int,
+    ) -> None:
+        super().__init__()
+        if config.position != "none":
+            raise ValueError(
+                f"Graph-Bridge tokens have no sequence order: config.position must be 'none'; "
+                f"got {config.position!r}"
+            )
+        if pooling == "first":
+            raise ValueError("pooling must be one of ('mean', 'attention') for graphs; got 'first'")
+        self.tokenizer = GraphBridgeTokenizer(
+            node_dim, edge_dim, config.dim, position_dim=position_dim, hidden_dim=hidden_dim,
+            eval_noise=eval_noise, eval_seed=eval_seed,
+        )
+
+    @property
+    def sequence_model(self) -> nn.Module:
+        """The model on the tokens (it takes ``inputs_embeds`` and ``padding_mask``, and holds
+        the Transformer as ``.transformer``): what diagnostics measure."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        batch: GraphBatch,
+        *,
+        labels: Tensor | None = None,
+        noise: Tensor | None = None,
+        generator: torch.Generator | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> ClassifierOutput | RegressionOutput:
+        """Run the task head on a batch of graphs.
+
+        Args:
+            batch: padded graphs.
+            labels: ``(B,)`` targets (e.g. ``batch.labels``): long classes for a classifier,
+                floats for a regressor; adds the loss.
+            noise, generator: as :meth:`GraphBridgeTokenizer.forward`.
+            output_hidden_states, output_attentions: as :meth:`Transformer.forward`.
+
+        Returns:
+            The sequence model's output: :class:`~filterformer.models.ClassifierOutput` or
+            :class:`~filterformer.models.RegressionOutput`.
+        """
+        tokens, mask = self.tokenizer(batch, noise=noise, generator=generator)
+        return self.sequence_model(
+            inputs_embeds=tokens, padding_mask=mask, labels=labels,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
+
+
+class GraphBridgeClassifier(_GraphBridgeModel):
     """Graph classification: Graph-Bridge tokens, a Transformer, pooling over real tokens, a head.
 
     The tokens carry their own positional codes, so the backbone needs ``position="none"``
@@ -189,43 +259,51 @@ class GraphBridgeClassifier(nn.Module):
         eval_noise: bool = False,
         eval_seed: int = 0,
     ) -> None:
-        super().__init__()
-        if config.position != "none":
-            raise ValueError(
-                f"Graph-Bridge tokens have no sequence order: config.position must be 'none'; "
-                f"got {config.position!r}"
-            )
-        if pooling == "first":
-            raise ValueError("pooling must be one of ('mean', 'attention') for graphs; got 'first'")
-        self.tokenizer = GraphBridgeTokenizer(
-            node_dim, edge_dim, config.dim, position_dim=position_dim, hidden_dim=hidden_dim,
-            eval_noise=eval_noise, eval_seed=eval_seed,
-        )
+        super().__init__(config, node_dim, edge_dim, pooling=pooling, position_dim=position_dim,
+                         hidden_dim=hidden_dim, eval_noise=eval_noise, eval_seed=eval_seed)
         self.classifier = SequenceClassifier(config, num_classes, pooling=pooling)
 
-    def forward(
+    @property
+    def sequence_model(self) -> SequenceClassifier:
+        return self.classifier
+
+
+class GraphBridgeRegressor(_GraphBridgeModel):
+    """Graph regression: Graph-Bridge tokens, a Transformer, pooling, one output.
+
+    The same as :class:`GraphBridgeClassifier` with a :class:`SequenceRegressor` for the
+    classifier: it predicts the standardised target ``(y − target_mean) / target_std``, is
+    trained with its mean squared error and returns predictions in the target's units.
+
+    Args:
+        config: the backbone's :class:`TransformerConfig` (``position="none"``).
+        node_dim: node features F_node.
+        edge_dim: edge features F_edge.
+        target_mean: the training targets' mean.
+        target_std: the training targets' standard deviation (positive).
+        pooling: ``"mean"`` or ``"attention"`` over node and edge tokens.
+        position_dim, hidden_dim, eval_noise, eval_seed: as :class:`GraphBridgeTokenizer`.
+    """
+
+    def __init__(
         self,
-        batch: GraphBatch,
+        config: TransformerConfig,
+        node_dim: int,
+        edge_dim: int,
         *,
-        labels: Tensor | None = None,
-        noise: Tensor | None = None,
-        generator: torch.Generator | None = None,
-        output_hidden_states: bool = False,
-        output_attentions: bool = False,
-    ) -> ClassifierOutput:
-        """Classify a batch of graphs.
+        target_mean: float = 0.0,
+        target_std: float = 1.0,
+        pooling: str = "mean",
+        position_dim: int | None = None,
+        hidden_dim: int | None = None,
+        eval_noise: bool = False,
+        eval_seed: int = 0,
+    ) -> None:
+        super().__init__(config, node_dim, edge_dim, pooling=pooling, position_dim=position_dim,
+                         hidden_dim=hidden_dim, eval_noise=eval_noise, eval_seed=eval_seed)
+        self.regressor = SequenceRegressor(config, pooling, target_mean=target_mean,
+                                           target_std=target_std)
 
-        Args:
-            batch: padded graphs.
-            labels: ``(B,)`` long class labels (e.g. ``batch.labels``); adds the loss.
-            noise, generator: as :meth:`GraphBridgeTokenizer.forward`.
-            output_hidden_states, output_attentions: as :meth:`Transformer.forward`.
-
-        Returns:
-            :class:`~filterformer.models.ClassifierOutput`.
-        """
-        tokens, mask = self.tokenizer(batch, noise=noise, generator=generator)
-        return self.classifier(
-            inputs_embeds=tokens, padding_mask=mask, labels=labels,
-            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
-        )
+    @property
+    def sequence_model(self) -> SequenceRegressor:
+        return self.regressor

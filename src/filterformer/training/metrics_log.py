@@ -18,7 +18,8 @@ from ..jsonsafe import finite_json
 __all__ = ["CSV_COLUMNS", "MetricsLog", "read_metrics"]
 
 CSV_COLUMNS = (
-    "step", "epoch", "split", "loss", "accuracy", "perplexity", "lr", "grad_norm", "elapsed_s",
+    "step", "epoch", "split", "loss", "accuracy", "perplexity", "rmse", "r2", "lr", "grad_norm",
+    "elapsed_s",
 )
 
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from torch import nn
 
+from ..data.task import GRAPH_KINDS
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
-from ..models.graph_bridge import GraphBridgeClassifier
+from ..models.graph_bridge import GraphBridgeClassifier, GraphBridgeRegressor
 from .pretrained import PretrainedModelConfig, build_pretrained, resolve_pretrained
 from .run_config import TrainConfig
 
@@ -37,6 +38,7 @@ SUPPORTED_KINDS: dict[str, dict[str, Any]] = {
     "language_modeling": {"causal": True},
     # Graph-Bridge tokens carry their own positional codes and have no sequence order.
     "graph_classification": {"position": "none"},
+    "graph_regression": {"position": "none"},
 }
 
 
@@ -58,7 +60,7 @@ def resolve_model_config(config: TrainConfig, task: Any) -> ModelConfig:
         )
     if config.pretrained is not None:
         return resolve_pretrained(config.pretrained, config.model, config.method, task)
-    graph = task.kind == "graph_classification"
+    graph = task.kind in GRAPH_KINDS
     return config.transformer_config(
         vocab_size=None if graph else task.vocab_size,
         input_dim=None if graph else task.input_dim,
@@ -68,29 +70,32 @@ def resolve_model_config(config: TrainConfig, task: Any) -> ModelConfig:
 
 
 def build_model(model_config: ModelConfig, task: Any, pooling: str = "mean") -> nn.Module:
-    """A :class:`SequenceClassifier`, :class:`CausalLM` or :class:`GraphBridgeClassifier` for
-    ``task``, freshly initialised from torch's global generator; or, for a
+    """A :class:`SequenceClassifier`, :class:`CausalLM`, :class:`GraphBridgeClassifier` or
+    :class:`GraphBridgeRegressor` (one output, on the task's standardised target) for ``task``,
+    freshly initialised from torch's global generator; or, for a
     :class:`PretrainedModelConfig`, a fresh copy of the pretrained model, patched, with its head
     (:func:`~filterformer.training.pretrained.build_pretrained`).
 
     Every model takes the batch's keywords (``model(**model_inputs(batch, device))``) and
-    returns ``.loss`` and ``.logits``.
+    returns ``.loss`` and ``.logits`` (a regressor: ``.predictions``).
 
     Args:
         model_config: the resolved configuration (:func:`resolve_model_config`).
-        task: the ``TaskData`` (its kind, classes and, for graphs, feature widths).
+        task: the ``TaskData`` (its kind, classes or target scale and, for graphs, feature
+            widths).
         pooling: how a classifier pools its tokens (:data:`filterformer.nn.POOLINGS`).
     """
     if isinstance(model_config, PretrainedModelConfig):
         return build_pretrained(model_config, pooling)
     if task.kind == "language_modeling":
         return CausalLM(model_config)
-    if task.kind == "graph_classification":
+    if task.kind in GRAPH_KINDS:
         graph = task.train[0]  # every graph of a task has the same feature widths
-        return GraphBridgeClassifier(
-            model_config, graph.node_features.shape[1], graph.edge_features.shape[1],
-            task.num_classes, pooling=pooling,
-        )
+        widths = (graph.node_features.shape[1], graph.edge_features.shape[1])
+        if task.kind == "graph_regression":
+            return GraphBridgeRegressor(model_config, *widths, target_mean=task.target_mean,
+                                        target_std=task.target_std, pooling=pooling)
+        return GraphBridgeClassifier(model_config, *widths, task.num_classes, pooling=pooling)
     return SequenceClassifier(model_config, task.num_classes, pooling=pooling)
 
 
@@ -134,4 +139,7 @@ def describe_task(task: Any) -> dict[str, Any]:
         "num_test": len(task.test),
         "num_classes": task.num_classes,
         "max_len": task.max_len,
+        # a regression task's target scale (the training split's mean and std)
+        **({"target_mean": task.target_mean, "target_std": task.target_std}
+           if getattr(task, "target_std", None) is not None else {}),
     }

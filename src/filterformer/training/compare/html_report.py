@@ -261,9 +261,9 @@ def render_report(
         "(runs with the same seed share their data order), over the seeds both ran; mean, "
         "95 % confidence interval from Student's t, and a verdict: better or worse when the "
         f"interval excludes 0 (a paired two-sided t-test, p &lt; 0.05; fewer than {MIN_SEEDS} "
-        f"seeds: too few seeds). Higher test accuracy, lower perplexity, lower token cosine "
-        "similarity (less over-smoothing) and lower time per step are better. A row is marked "
-        f"best only when it is significantly better than {html.escape(results['baseline'])} "
+        f"seeds: too few seeds). Higher test accuracy, lower perplexity and RMSE, lower token "
+        "cosine similarity (less over-smoothing) and lower time per step are better. A row is "
+        f"marked best only when it is significantly better than {html.escape(results['baseline'])} "
         f"on test {results['metric']}.",
         f"Time / step × {html.escape(results['baseline'])}: the median over shared seeds of "
         "each seed's time per step over the baseline's.",

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ...data.task import GRAPH_KINDS
 from ...diagnostics import DiagnosticsReport, diagnose
 from ...models.pretrained_classifier import PretrainedClassifier
 from ...provenance import provenance
@@ -74,12 +75,12 @@ def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> Di
     size = config.eval_batch_size or config.batch_size
     chosen = evaluation_batches(task.validation, size)[:batches]
     loader = make_loader(task.validation, chosen, task.collate, seed=config.seed)
-    if task.kind == "graph_classification":
+    if task.kind in GRAPH_KINDS:
         # Graphs become token sequences in the tokenizer; the Transformer behind it is measured.
         model.eval()
         loader = ({"inputs_embeds": tokens, "padding_mask": mask}
                   for tokens, mask in map(model.tokenizer, loader))
-        model = model.classifier
+        model = model.sequence_model
     elif isinstance(model, PretrainedClassifier):
         # The pretrained backbone is measured (its own outputs), called with its own inputs.
         loader = map(model.backbone_inputs, loader)

@@ -20,6 +20,7 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from ...diagnostics import DiagnosticsReport
+from ..evaluation import MODEL_SELECTION
 
 __all__ = [
     "CONFIDENCE",
@@ -74,15 +75,22 @@ def compared_metrics(metric: str) -> dict[str, bool]:
     """The run-record keys every method is compared on, each with whether higher is better.
 
     Args:
-        metric: the task's selection metric (``accuracy``: higher is better; ``perplexity``:
-            lower is better).
+        metric: the task's selection metric, with its direction from
+            :data:`~filterformer.training.evaluation.MODEL_SELECTION` (``accuracy``: higher is
+            better; ``perplexity``, ``rmse``: lower is better).
 
     Returns:
         ``{"test_<metric>": …, "last_layer_cosine_similarity": False, "step_time_s": False}``:
         a lower last-layer token cosine similarity is less over-smoothing, a lower time per step
         is cheaper.
+
+    Raises:
+        ValueError: for a metric that selects no task kind's checkpoints.
     """
-    return {f"test_{metric}": metric != "perplexity", "last_layer_cosine_similarity": False,
+    directions = dict(MODEL_SELECTION.values())
+    if metric not in directions:
+        raise ValueError(f"metric must be one of {tuple(directions)}; got {metric!r}")
+    return {f"test_{metric}": directions[metric], "last_layer_cosine_similarity": False,
             "step_time_s": False}
 
 
