@@ -80,7 +80,8 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     return [
         *lines,
         f"From {where}, seeds {', '.join(map(str, tuning['seeds']))}: the entry with the "
-        f"{best} mean {metric_label(validation)} is chosen (the test split chooses nothing).",
+        f"{best} mean {metric_label(validation)} is chosen (a tie goes to the entry listed "
+        "first; the test split chooses nothing).",
         "",
         *table(["entry", "method", "learning rate", "other settings",
                 f"{metric_label(validation)} (mean ± std)", "chosen"], rows),
