@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -74,3 +76,15 @@ def test_causal_lm_rejects_bad_configs():
         CausalLM(config(causal=True, vocab_size=None, input_dim=3))
     with pytest.raises(ValueError, match="max_new_tokens"):
         _model("softmax").generate(torch.zeros(1, 2, dtype=torch.long), -1)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_a_fresh_model_starts_near_the_uniform_loss(norm):
+    # Tied to the embedding initialised N(0, 0.02²), the output layer starts with logits near 0,
+    # so the cross-entropy on random targets is close to ln(vocab) (N(0, 1) gives ~10× that).
+    vocab = 256
+    model = CausalLM(config(causal=True, vocab_size=vocab, norm=norm))
+    ids, labels = (torch.randint(0, vocab, (8, 32)) for _ in range(2))
+    with torch.no_grad():
+        loss = model(ids, labels=labels).loss.item()
+    assert abs(loss - math.log(vocab)) < 0.3

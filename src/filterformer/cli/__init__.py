@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 
 __all__ = ["main"]
 
@@ -30,17 +32,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _exit_when_terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. SIGTERM (``kill``, a job scheduler) ends a command as
+    Ctrl-C does: ``compare`` stops its worker processes, and runs under way resume from their
+    last checkpoints next time."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_when_terminated) if in_main_thread else None
     try:
         return int(args._module.run(args) or 0)
     except ValueError as err:
         print(f"filterformer {args.command}: error: {err}", file=sys.stderr)
         return 2
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ class CausalLM(nn.Module):
 
     Args:
         config: a causal :class:`TransformerConfig` with ``vocab_size``.
-        tie_weights: share the output projection with the token embedding.
+        tie_weights: share the output projection with the token embedding (then initialised
+            N(0, 0.02²), so that the first loss is near ln(vocab_size)).
     """
 
     def __init__(self, config: TransformerConfig, tie_weights: bool = True) -> None:
@@ -54,6 +55,9 @@ class CausalLM(nn.Module):
         self.transformer = Transformer(config)
         self.lm_head = nn.Linear(config.dim, config.vocab_size, bias=False)
         if tie_weights:
+            # GPT's N(0, 0.02²) for the shared table: at nn.Embedding's N(0, 1) the tied output
+            # starts with logits of std ~sqrt(D) and a loss ~10× ln(vocab_size).
+            nn.init.normal_(self.transformer.embed.tokens.weight, std=0.02)
             self.lm_head.weight = self.transformer.embed.tokens.weight
 
     def new_cache(self) -> DecodingCache:
