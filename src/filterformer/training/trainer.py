@@ -18,6 +18,7 @@ optimiser, scheduler, gradient scaler and every random generator of every proces
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -359,7 +360,13 @@ class Trainer:
 def train(config: TrainConfig, *, task: Any = None, resume: bool = False) -> TrainResult:
     """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards."""
     context = setup_distributed(config.device)
+    trainer = None
     try:
-        return Trainer(config, task=task, resume=resume, context=context).fit()
+        trainer = Trainer(config, task=task, resume=resume, context=context)
+        return trainer.fit()
     finally:
+        # The DDP model holds the process group: free it first, so that leaving the group
+        # really ends gloo's threads rather than interpreter shutdown doing it.
+        del trainer
+        gc.collect()
         context.close()
