@@ -3,7 +3,12 @@ import torch
 from scipy import stats
 
 from filterformer.evidence.claims import parse_claims
-from filterformer.evidence.figures import claim_figure_path, draw_claim_figure, mean_interval
+from filterformer.evidence.figures import (
+    _draw_trend,
+    claim_figure_path,
+    draw_claim_figure,
+    mean_interval,
+)
 
 from .results_fixture import make_results
 
@@ -43,6 +48,11 @@ def test_a_trend_is_drawn_from_the_settings_that_ran_and_names_a_missing_path(tm
     assert draw_claim_figure(claim, [(settings[0], None), (settings[1], None)], path) is None
     assert draw_claim_figure(claim, [(settings[0], None), (settings[1], results)], path) == path
     assert path.read_bytes()[:4] == b"\x89PNG"
+    labelled = _claim({"trend": {"x": "budget.model.depth", "x_label": "depth (layers)",
+                                 "metrics": ["test_accuracy"]}})
+    axes = _draw_trend(labelled, [(settings[1], results)]).axes
+    assert [ax.get_xlabel() for ax in axes] == ["depth (layers)"]
+    assert _draw_trend(claim, [(settings[1], results)]).axes[0].get_xlabel() == "budget.model.depth"
     wrong = _claim({"trend": {"x": "budget.depth", "metrics": ["test_accuracy"]}})
     with pytest.raises(ValueError, match=r"claim C1, setting b: 'budget\.depth'"):
         draw_claim_figure(wrong, [(settings[1], results)], path)

@@ -40,7 +40,7 @@ _CLAIM_REQUIRED = ("id", "title", "papers", "claim", "settings", "tests")
 _SETTING_KEYS, _SETTING_REQUIRED = ("results", "label"), ("results",)
 _TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus")
 _TEST_REQUIRED = ("method", "metric", "paper", "expect")
-_TREND_KEYS, _TREND_REQUIRED = ("x", "group", "metrics"), ("x", "metrics")
+_TREND_KEYS, _TREND_REQUIRED = ("x", "x_label", "group", "metrics"), ("x", "metrics")
 #: A claim id becomes part of figure file names and of the document's anchors.
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
@@ -94,6 +94,7 @@ class ClaimFigure:
         file: the figure's path, for ``file``.
         x: for ``trend``, the dotted path of the x value in each ``results.json``
             (``budget.model.depth``).
+        x_label: for ``trend``, the x axis's label (by default ``x`` itself).
         group: for ``trend``, an optional dotted path whose value separates lines (line style).
         metrics: for ``trend``, the run-record keys drawn, one panel each.
     """
@@ -101,6 +102,7 @@ class ClaimFigure:
     kind: str
     file: str | None = None
     x: str | None = None
+    x_label: str | None = None
     group: str | None = None
     metrics: tuple[str, ...] = ()
 
@@ -228,6 +230,7 @@ def _figure(data: Any, where: str) -> ClaimFigure:
         raise ValueError(f"{where}.trend: 'metrics' must be run-record keys (strings); got "
                          f"{metrics!r}")
     return ClaimFigure("trend", x=_text(trend, "x", f"{where}.trend"),
+                       x_label=_optional_text(trend, "x_label", f"{where}.trend"),
                        group=_optional_text(trend, "group", f"{where}.trend"),
                        metrics=tuple(metrics))
 

@@ -135,7 +135,7 @@ def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
             ax.set_xticks(sorted(set(x_of.values())))
         else:
             ax.set_xticks(range(len(categories)), categories)
-        ax.set_xlabel(spec.x)
+        ax.set_xlabel(spec.x_label or spec.x)
         ax.set_ylabel(metric_label(metric) + (f" ({unit})" if unit else ""))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize="x-small")
