@@ -108,13 +108,12 @@ def run(args: argparse.Namespace) -> int:
     config = load_compare_config(
         args.config, overrides, **{k: v for k, v in options.items() if v is not None}
     )
+    echo = (lambda line: None) if args.quiet else print
     if args.dry_run:
-        dry_run(config, echo=(lambda line: None) if args.quiet else print)
+        dry_run(config, echo=echo)
         return 0
     try:
-        results = compare(config, jobs=args.jobs,
-                          echo=(lambda line: None) if args.quiet else print,
-                          command=command_line(args))
+        results = compare(config, jobs=args.jobs, echo=echo, command=command_line(args))
     except RunFailedError as err:  # a run's own failure: say which, without our traceback
         print(f"filterformer compare: {err}", file=sys.stderr)
         return 1

@@ -114,7 +114,6 @@ def load_b3db(
         test_fraction: share of the molecules held out for the final test.
         cache_dir: cache root; the featurised graphs are stored there after the first load.
     """
-    _check_table(table)
     rows = read_b3db(path, table)
     regression = table == "regression"
     targets = np.array([target for _, target in rows],
