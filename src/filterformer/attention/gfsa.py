@@ -18,6 +18,7 @@ from ..functional import (
     gfsa_filter,
 )
 from ..functional.gfsa import check_order
+from ..methods import GFSA_ORDER
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs
 from .context import AttentionMaps
@@ -52,7 +53,7 @@ class GraphFilterAttention(AttentionBase):
         dim: int,
         num_heads: int = 8,
         *base_args: Any,
-        K: int = 3,
+        K: int = GFSA_ORDER,
         learn: Iterable[str] = ("w0", "w1", "wK"),
         exact_power: bool = False,
         base: str = "softmax",

@@ -7,10 +7,10 @@ several methods with several seeds on one task under the same budget and writes
 ``results.json``, ``results.csv`` and ``report.html``.
 """
 
+from ..methods import DEFAULT_METHODS, METHOD_PRESETS, apply_method, method_changes, method_names
 from .checkpoint import CHECKPOINT_FORMAT, load_checkpoint, load_model_state, save_checkpoint
 from .config_files import apply_overrides, load_config, read_config_file, save_config
 from .distributed import DistributedContext, setup_distributed
-from .methods import DEFAULT_METHODS, METHOD_PRESETS, apply_method, method_changes, method_names
 from .optimization import build_scheduler, lr_factor
 from .run_config import (
     DECAYS,

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from ..jsonsafe import reject_unknown_fields
+from ..methods import apply_method
 from ..models.pretrained_classifier import (
     PretrainedClassifier,
     TimmClassifier,
@@ -34,7 +35,6 @@ from ..models.pretrained_classifier import (
 )
 from ..patching import patch
 from ..patching.options import parse_patch_spec
-from .methods import apply_method
 
 __all__ = [
     "MINILM",

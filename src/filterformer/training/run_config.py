@@ -14,10 +14,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..methods import apply_method, method_changes
 from ..models import TransformerConfig
 from ..nn import POOLINGS
 from .config_values import check_fields, check_value, dataclass_from_dict, field_hints
-from .methods import apply_method, method_changes
 from .pretrained import check_pretrained_source, patch_request, pretrained_task_options
 
 __all__ = [
@@ -142,7 +142,7 @@ class TrainConfig:
             :func:`default_task_options`.
         model: explicitly set :class:`~filterformer.models.TransformerConfig` fields (``dim``,
             ``depth``, ``attention_options``, …); the task sets ``vocab_size``/``input_dim``.
-        method: a method preset of :mod:`filterformer.training.methods` (``gfsa``,
+        method: a method preset of :mod:`filterformer.methods` (``gfsa``,
             ``samsa_hard``, ``gfsa+neutreno``, …), applied under the explicit ``model`` fields.
         pretrained: fine-tune a pretrained model instead of training one from scratch:
             ``all-MiniLM-L6-v2``, a local Hugging Face model directory, or ``timm:<ViT name>``

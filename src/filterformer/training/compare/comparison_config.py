@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...methods import DEFAULT_METHODS, method_changes
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
-from ..methods import DEFAULT_METHODS, method_changes
 from ..run_config import TrainConfig
 
 __all__ = [
@@ -61,7 +61,7 @@ class MethodEntry:
 
     Attributes:
         name: the label in tables and the run directory ``runs/<name>/``.
-        method: a preset of :mod:`filterformer.training.methods` or presets joined by ``+``.
+        method: a preset of :mod:`filterformer.methods` or presets joined by ``+``.
         overrides: dotted config keys and values set on this method's runs only (the entry's
             ``set``), e.g. ``{"optimizer.lr": 0}`` or ``{"model.attention_layers": [1, 3]}``;
             they may set the model fields the shared base may not (:data:`METHOD_FIELDS`).
@@ -120,7 +120,7 @@ class CompareConfig:
     Attributes:
         base: the budget every run shares; its ``output_dir`` is the comparison directory.
         methods: on input, entries: method names (presets of
-            :mod:`filterformer.training.methods`, or combinations such as ``gfsa+neutreno``)
+            :mod:`filterformer.methods`, or combinations such as ``gfsa+neutreno``)
             or mappings ``{name, method, set}`` (:meth:`MethodEntry.parse`); after
             construction, the methods' names.
         seeds: one run per method and seed.

@@ -10,14 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_METHODS", "METHOD_PRESETS", "apply_method", "method_changes", "method_names"]
+__all__ = [
+    "DEFAULT_METHODS",
+    "GFSA_ORDER",
+    "METHOD_PRESETS",
+    "NEUTRENO_LAMBDA",
+    "apply_method",
+    "method_changes",
+    "method_names",
+]
+
+#: GFSA's filter order K wherever none is given (METHODS.md §1; the papers search 2..10).
+GFSA_ORDER = 3
+#: NeuTRENO's λ wherever none is given: the paper's vision value (its language value is 0.4).
+NEUTRENO_LAMBDA = 0.6
 
 #: Configuration changes of each method, as :class:`~filterformer.models.TransformerConfig`
-#: fields. NeuTRENO's λ is the paper's vision value; its language-modelling value is 0.4.
+#: fields. ``compare``, ``patch`` and ``bench`` all read their methods from this table.
 METHOD_PRESETS: dict[str, dict[str, Any]] = {
     "softmax": {},
     "gfsa": {"attention": "gfsa"},
-    "neutreno": {"neutreno_lambda": 0.6},
+    "neutreno": {"neutreno_lambda": NEUTRENO_LAMBDA},
     "agf": {"attention": "agf"},
     "samsa_soft": {"attention": "samsa", "attention_options": {"mode": "soft"}},
     "samsa_hard": {"attention": "samsa", "attention_options": {"mode": "hard"}},
