@@ -48,7 +48,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
     context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
     over layers and adds it to its loss. The block runs in float32 even under autocast. There is
     no probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
-    Non-causal only; takes a ``padding_mask`` but no ``attn_mask``.
+    Non-causal only; masks only keys: a ``padding_mask``, or an ``attn_mask`` of shape
+    ``(B, 1, 1, N)``.
 
     Args:
         K: the highest polynomial order (≥ 1).
@@ -59,6 +60,7 @@ class AttentiveGraphFilterAttention(AttentionBase):
     """
 
     supports_causal = False
+    key_padding_only = True
 
     def __init__(
         self,
@@ -99,11 +101,6 @@ class AttentiveGraphFilterAttention(AttentionBase):
         self, q: Tensor, k: Tensor, inputs: AttentionInputs
     ) -> tuple[Tensor, Tensor, Tensor]:
         """U, Vs and G, each ``(B, h, N, d)``, in at least float32; call with autocast off."""
-        if inputs.attn_mask is not None:
-            raise ValueError(
-                "AGF takes a padding_mask (B, N), not an attn_mask; it is non-causal and has no "
-                "score matrix to mask"
-            )
         dtype = _compute_dtype(q)
         rho_q, rho_k = efficient_feature_maps(q.to(dtype), k.to(dtype), inputs.padding_mask)
         weight = self.singular_values.weight.to(dtype)

@@ -13,7 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..functional import attention_matrix, check_key_padding_mask, neutreno
+from ..functional import attention_matrix, check_key_padding_mask, key_padding_from_attn_mask
 from ..optim import exclude_from_weight_decay
 from .cache import LayerCache
 from .context import AttentionContext, AttentionMaps
@@ -73,6 +73,8 @@ class AttentionBase(nn.Module):
 
     #: whether the method can run causally (with masks and a decoding cache).
     supports_causal: ClassVar[bool] = True
+    #: whether the method takes only key-padding masks (no per-query mask, no score matrix).
+    key_padding_only: ClassVar[bool] = False
     #: the registry name, set by :func:`~filterformer.attention.register_attention`.
     method: ClassVar[str] = "base"
 
@@ -159,7 +161,8 @@ class AttentionBase(nn.Module):
 
         Args:
             x: ``(B, N, D)`` input.
-            attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument).
+            attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument); for
+                methods with ``key_padding_only``, a key-padding mask ``(B, 1, 1, S)``.
             padding_mask: ``(B, S)`` bool, True at real tokens; with a cache S covers the past.
             context: the per-forward context (NeuTRENO's V⁰, aux losses, recorded maps); a fresh
                 one when None, which makes this layer the first.
@@ -178,6 +181,12 @@ class AttentionBase(nn.Module):
         keys, values = (k, v) if cache is None else cache.append_kv(k, v)
         if padding_mask is not None:
             check_key_padding_mask(padding_mask, x.shape[0], keys.shape[-2])
+        if attn_mask is not None and self.key_padding_only:
+            padding = key_padding_from_attn_mask(
+                attn_mask, x.shape[0], keys.shape[-2], method=f"attention {self.method!r}"
+            )
+            padding_mask = padding if padding_mask is None else padding & padding_mask
+            attn_mask = None
         inputs = AttentionInputs(
             x=x,
             residual=x if residual is None else residual,
@@ -188,10 +197,7 @@ class AttentionBase(nn.Module):
             cache=cache,
         )
         out = self.attend(q, keys, values, inputs)
-        if context.first_values is None:
-            context.first_values = v
-        elif self.uses_neutreno:
-            out = neutreno(out, v, context.first_values, self.neutreno_lambda)
+        out = context.neutreno(out, v, self.neutreno_lambda if self.uses_neutreno else None)
         if context.output_attentions:
             context.attention_maps.append(self.filter_matrix(q, keys, inputs))
         return self.proj_drop(self.proj(merge_heads(out)))

@@ -6,17 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import (
-    GFSA_BASES,
-    attention_powers,
-    efficient_attention_powers,
-    efficient_feature_maps,
-    gfsa_combine,
-    gfsa_filter,
-)
+from ..functional import GFSA_BASES, efficient_feature_maps, gfsa, gfsa_filter
 from ..functional.gfsa import check_order
 from ..methods import GFSA_ORDER
 from ..optim import exclude_from_weight_decay
@@ -83,28 +75,17 @@ class GraphFilterAttention(AttentionBase):
                 self.register_buffer(name, init)
 
     @property
-    def num_powers(self) -> int:
-        return self.K if self.exact_power else 2
+    def key_padding_only(self) -> bool:  # type: ignore[override]
+        """The efficient base masks only keys."""
+        return self.base == "efficient"
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
-        if self.base == "efficient":
-            if inputs.attn_mask is not None:
-                raise ValueError("base='efficient' takes a padding_mask, not an attn_mask")
-            powers = efficient_attention_powers(q, k, v, self.num_powers, inputs.padding_mask)
-        else:
-            cache = inputs.cache
-            extend = None if cache is None else (lambda n, y: cache.append_signal(f"power{n}", y))
-            powers = attention_powers(
-                q, k, v, self.num_powers, attn_mask=inputs.attn_mask,
-                key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
-                scale=self.scale, extend=extend,
-            )
-        values = v[..., v.shape[-2] - q.shape[-2] :, :]
-        out = gfsa_combine(
-            values, powers[0], powers[-1], self.w0, self.w1, self.wK, K=self.K,
-            exact_power=self.exact_power,
+        return gfsa(
+            q, k, v, self.w0, self.w1, self.wK, K=self.K, attn_mask=inputs.attn_mask,
+            key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
+            exact_power=self.exact_power, base=self.base, scale=self.scale,
+            dropout_p=self.attn_drop if self.training else 0.0, past=inputs.cache,
         )
-        return F.dropout(out, self.attn_drop, self.training)
 
     def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
         if self.base == "efficient":

@@ -62,8 +62,8 @@ class SamplingAttention(AttentionBase):
     While training, Gumbel noise is added once per token and head and the sample is
     differentiable (see :func:`~filterformer.functional.differentiable_topk`); evaluation is
     deterministic unless ``eval_noise``. In evaluation the hard mode is one top-k and a gather;
-    the soft mode keeps the mixture. Non-causal only; takes a ``padding_mask`` but no
-    ``attn_mask``.
+    the soft mode keeps the mixture. Non-causal only; masks only keys: a
+    ``padding_mask``, or an ``attn_mask`` of shape ``(B, 1, 1, N)``.
 
     Args:
         num_samples: k, the tokens each head samples.
@@ -76,6 +76,7 @@ class SamplingAttention(AttentionBase):
     """
 
     supports_causal = False
+    key_padding_only = True
 
     def __init__(
         self,
@@ -115,11 +116,6 @@ class SamplingAttention(AttentionBase):
         Gumbel noise (when ``noise``) goes on the tokens' scores only; padded tokens get the
         dtype's minimum afterwards, so no noise can lift them.
         """
-        if inputs.attn_mask is not None:
-            raise ValueError(
-                "SAMSA takes a padding_mask (B, N), not an attn_mask; it is non-causal and each "
-                "head attends to its own sampled keys"
-            )
         scores = self.importance(inputs.residual)
         # Gumbel noise and sigmoid comparisons of close scores need more than half precision.
         scores = scores.to(torch.promote_types(scores.dtype, torch.float32))

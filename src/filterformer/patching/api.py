@@ -1,4 +1,4 @@
-"""``patch`` / ``unpatch``: GFSA, NeuTRENO or layer fusion on a pretrained model, in place."""
+"""``patch`` / ``unpatch``: GFSA, NeuTRENO and layer fusion on a pretrained model, in place."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ModelT = TypeVar("ModelT", bound=nn.Module)
 
 
 def patch(model: ModelT, method: str, **options: Any) -> ModelT:
-    """Turn a pretrained model's attention into GFSA and/or NeuTRENO, or fuse its layers.
+    """Turn a pretrained model's attention into GFSA and/or NeuTRENO, and/or fuse its layers.
 
     The model is changed in place and returned. At init it computes what it computed before
     (GFSA starts as plain attention, ``concat`` fusion as the last layer); the new parameters are
@@ -29,12 +29,17 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
         model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
             ``AttentionInterface`` (BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style, …), or a
             timm ``VisionTransformer`` (ViT, DeiT).
-        method: ``"gfsa"``, ``"neutreno"``, ``"gfsa+neutreno"`` or ``"fusion"`` (encoders).
-        **options: per method (METHODS.md):
-            ``K=3`` GFSA's order; ``learn=("w0", "w1", "wK")`` the learned GFSA coefficients;
-            ``lam=0.6`` NeuTRENO's λ; ``layers=None`` 0-based indices of the layers that use the
-            method (all when None; NeuTRENO's first layer always provides V⁰);
-            ``mode="gate"`` the fusion (``"concat"``, ``"max"`` or ``"gate"``).
+        method: a preset of :mod:`filterformer.methods` that keeps the model's attention:
+            ``"gfsa"``, ``"neutreno"``, ``"fusion"`` (encoders), or several joined by ``+``
+            (``"gfsa+neutreno"``, ``"gfsa+fusion"``, ``"gfsa+neutreno+fusion"``).
+        **options: the names of :class:`~filterformer.models.TransformerConfig` and of
+            :class:`~filterformer.attention.GraphFilterAttention` (METHODS.md), defaults from
+            the presets: GFSA's ``K=3``, ``learn=("w0", "w1", "wK")`` (the learned
+            coefficients), ``exact_power=False`` and ``base="softmax"`` (``"efficient"``:
+            encoders only); NeuTRENO's ``neutreno_lambda=0.6`` and ``neutreno_learnable=False``
+            (a per-head λ); ``layers=None``, 0-based indices of the layers that use GFSA and
+            NeuTRENO (all when None; NeuTRENO's first layer always provides V⁰); ``fusion``,
+            the fusion mode (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
 
     Returns:
         ``model``.

@@ -163,10 +163,15 @@ def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
     try:
         state.add_hook(base.register_forward_pre_hook(_start_forward, with_kwargs=True))
         state.add_hook(base.register_forward_hook(_finish_forward))
+        if spec.base == "efficient" and _is_causal(model, modules):
+            raise ValueError(
+                f"GFSA's base='efficient' is non-causal only and {type(model).__name__} is "
+                "causal; use base='softmax'"
+            )
+        if spec.changes_attention:
+            _patch_attention(model, state, modules)
         if spec.uses_fusion:
             _patch_fusion(model, state, modules)
-        else:
-            _patch_attention(model, state, modules)
     except Exception:
         _restore_attention(state)
         state.undo()
@@ -179,10 +184,11 @@ def _patch_attention(model: nn.Module, state: PatchState, modules: list) -> None
     register_attention_function()
     for index, (_, module) in enumerate(modules):
         layer = None if state.shared_layers else index
-        gfsa = spec.uses_gfsa and (state.shared_layers or spec.selects(index))
+        selected = state.shared_layers or spec.selects(index)
         patch = HuggingFaceAttentionPatch(
-            state, layer, _query_heads(module, model.config), gfsa=gfsa,
+            state, layer, _query_heads(module, model.config), gfsa=spec.uses_gfsa and selected,
             like=next(module.parameters()),
+            learnable_lambda=spec.neutreno_learnable and selected,
         )
         state.add_submodule(module, PATCH_ATTRIBUTE, patch)
         state.add_parameters(patch)
@@ -206,11 +212,14 @@ def _patch_attention(model: nn.Module, state: PatchState, modules: list) -> None
         )
 
 
-def _patch_fusion(model: nn.Module, state: PatchState, modules: list) -> None:
-    causal = getattr(model.config, "is_decoder", False) or any(
+def _is_causal(model: nn.Module, modules: list) -> bool:
+    return getattr(model.config, "is_decoder", False) or any(
         getattr(module, "is_causal", False) for _, module in modules
     )
-    if causal:
+
+
+def _patch_fusion(model: nn.Module, state: PatchState, modules: list) -> None:
+    if _is_causal(model, modules):
         raise ValueError(
             f"fusion is for encoders (BERT, RoBERTa, ALBERT, ViT, …); {type(model).__name__} "
             "is causal"
