@@ -17,7 +17,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional import attend, attention_matrix, attention_powers, gfsa_combine, gfsa_filter
+from ..functional import (
+    attend,
+    attention_matrix,
+    attention_powers,
+    gfsa_combine,
+    gfsa_filter,
+    gfsa_response,
+)
 from ..functional import neutreno as neutreno_term
 from .state import PatchContext, PatchState, PowerCache
 
@@ -79,6 +86,25 @@ class HuggingFaceAttentionPatch(nn.Module):
                 "checkpointing"
             )
         return index
+
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """GFSA's response ``g(σ)`` per query head at graph frequencies σ (METHODS.md §1).
+
+        Args:
+            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
+                device.
+
+        Returns:
+            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this module's ``w0``,
+            ``w1``, ``wK`` and the patch's ``K`` (the Taylor form: patches have no exact power).
+
+        Raises:
+            ValueError: for a module patched without GFSA.
+        """
+        if not self.has_gfsa:
+            raise ValueError(f"layer {self.layer} was patched without GFSA; it has no filter")
+        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
+        return gfsa_response(sigma, w0, w1, wK, K=self.state.spec.K)
 
     def extra_repr(self) -> str:
         spec = self.state.spec
