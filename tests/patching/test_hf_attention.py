@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from filterformer import patch, patched_parameters
-from filterformer.patching.hf_attention import filterformer_attention
+from filterformer.patching.hf_attention import HuggingFaceAttentionPatch, filterformer_attention
 
 from .helpers import (
     DECODERS,
@@ -147,3 +147,24 @@ def test_unsupported_attention_arguments_are_refused():
     kv = torch.randn(1, 2, 3, 8)
     with pytest.raises(ValueError, match="softcap"):
         filterformer_attention(module, q, kv, kv, None, softcap=30.0)
+
+
+def test_filter_response_is_the_closed_form_of_the_patch_coefficients():
+    model = patch(hf_model("llama"), "gfsa", K=4)
+    randomise_patch(patched_parameters(model))
+    patches = [m for m in model.modules() if isinstance(m, HuggingFaceAttentionPatch)]
+    sigma = torch.linspace(0, 1, 9, dtype=torch.float64)
+    for module in patches:
+        w0, w1, wK = (getattr(module, n).detach().double()[:, None] for n in ("w0", "w1", "wK"))
+        response = module.filter_response(sigma)
+        assert response.shape == (4, 9) and response.dtype == torch.float64
+        taylor = sigma + 3 * (sigma**2 - sigma)
+        torch.testing.assert_close(response, w0 + w1 * sigma + wK * taylor)
+    assert len(patches) == 2
+
+
+def test_filter_response_needs_a_gfsa_patch():
+    model = patch(hf_model("bert"), "neutreno", lam=0.5)
+    module = next(m for m in model.modules() if isinstance(m, HuggingFaceAttentionPatch))
+    with pytest.raises(ValueError, match="without GFSA"):
+        module.filter_response(torch.linspace(0, 1, 5))

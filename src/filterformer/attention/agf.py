@@ -127,6 +127,20 @@ class AttentiveGraphFilterAttention(AttentionBase):
             attention = rho_q @ rho_k.transpose(-1, -2)
             return AttentionMaps(attention=attention, filter=agf_filter(rho_q, rho_k, g))
 
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """The filter's response ``G(σ) = Σ_k θ_k P_k(σ)`` at singular values σ (METHODS.md §3).
+
+        Args:
+            sigma: ``(M,)`` singular values in ``[0, 1]``; θ is taken to its dtype and device.
+
+        Returns:
+            ``(1, M)``, one curve shared by every head:
+            :func:`~filterformer.functional.agf_response` of this layer's θ, basis and Jacobi
+            parameters.
+        """
+        theta = self.theta.to(sigma)
+        return agf_response(sigma, theta, basis=self.basis, a=self.a, b=self.b).unsqueeze(0)
+
     def extra_repr(self) -> str:
         basis = f"jacobi(a={self.a}, b={self.b})" if self.basis == "jacobi" else self.basis
         return (

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..functional import GFSA_BASES, efficient_feature_maps, gfsa, gfsa_filter
+from ..functional import GFSA_BASES, efficient_feature_maps, gfsa, gfsa_filter, gfsa_response
 from ..functional.gfsa import check_order
 from ..methods import GFSA_ORDER
 from ..optim import exclude_from_weight_decay
@@ -97,6 +97,20 @@ class GraphFilterAttention(AttentionBase):
             attn, self.w0, self.w1, self.wK, K=self.K, exact_power=self.exact_power
         )
         return AttentionMaps(attention=attn, filter=filt)
+
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """The filter's response ``g(σ)`` per head at graph frequencies σ (METHODS.md §1).
+
+        Args:
+            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
+                device.
+
+        Returns:
+            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this layer's ``w0``,
+            ``w1``, ``wK``, ``K`` and ``exact_power``.
+        """
+        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
+        return gfsa_response(sigma, w0, w1, wK, K=self.K, exact_power=self.exact_power)
 
     def extra_repr(self) -> str:
         return (

@@ -6,11 +6,12 @@ from typing import Any, TypeVar
 
 from torch import nn
 
-from .huggingface import TESTED_MODELS, is_huggingface_model, patch_huggingface, unpatch_huggingface
+from ..families import is_huggingface_model, is_timm_vision_transformer
+from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
 from .options import parse_patch_spec
 from .state import get_patch_state
 from .timm_vit import SUPPORTED as TIMM_SUPPORTED
-from .timm_vit import is_timm_vision_transformer, patch_timm
+from .timm_vit import patch_timm
 
 __all__ = ["patch", "unpatch"]
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional import attend, attention_matrix, gfsa, gfsa_filter
+from ..functional import attend, attention_matrix, gfsa, gfsa_filter, gfsa_response
 from ..functional.masks import masked_entries
 from ..optim import exclude_from_weight_decay
 from .state import PatchContext, PatchState, PowerCache
@@ -94,6 +94,26 @@ class HuggingFaceAttentionPatch(nn.Module):
                 "checkpointing"
             )
         return index
+
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """GFSA's response ``g(σ)`` per query head at graph frequencies σ (METHODS.md §1).
+
+        Args:
+            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
+                device.
+
+        Returns:
+            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this module's ``w0``,
+            ``w1``, ``wK`` and the patch's ``K`` and ``exact_power``.
+
+        Raises:
+            ValueError: for a module patched without GFSA.
+        """
+        if not self.has_gfsa:
+            raise ValueError(f"layer {self.layer} was patched without GFSA; it has no filter")
+        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
+        spec = self.state.spec
+        return gfsa_response(sigma, w0, w1, wK, K=spec.K, exact_power=spec.exact_power)
 
     def extra_repr(self) -> str:
         spec = self.state.spec

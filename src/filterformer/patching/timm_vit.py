@@ -9,28 +9,19 @@ learned meanwhile). A pre-hook on the first block starts each pass's context (Ne
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from torch import nn
 
 from ..attention import AttentionBase, build_attention
+from ..families import vision_transformer_blocks
 from .fusion import attach_fusion
 from .options import PatchSpec
 from .state import PatchState, get_patch_state
 
-__all__ = ["is_timm_vision_transformer", "patch_timm"]
+__all__ = ["patch_timm"]
 
 SUPPORTED = "timm VisionTransformer models (ViT, DeiT) whose blocks use timm's plain Attention"
-
-
-def is_timm_vision_transformer(model: nn.Module) -> bool:
-    """Whether ``model`` is a timm ``VisionTransformer`` (without importing timm)."""
-    if "timm" not in sys.modules:
-        return False
-    from timm.models.vision_transformer import VisionTransformer
-
-    return isinstance(model, VisionTransformer)
 
 
 def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
@@ -40,7 +31,7 @@ def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
         ValueError: for attention variants other than timm's plain ``Attention`` (qk-norm,
             scale-norm, gated, other head widths), or layer indices the model lacks.
     """
-    blocks = list(model.blocks)
+    blocks = vision_transformer_blocks(model)
     spec.check_layers(len(blocks))
     state = PatchState(spec, "timm", model, len(blocks))
     state.check_checkpointing(model.grad_checkpointing)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..families import is_timm_vision_transformer
 from ..jsonsafe import reject_unknown_fields
 from ..methods import apply_method
 from ..models.pretrained_classifier import (
@@ -351,7 +352,6 @@ def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
 
     require_module("timm", "timm")
     import timm
-    from timm.models.vision_transformer import VisionTransformer
 
     name = config.pretrained[len(TIMM_PREFIX):]
     if not timm.is_model(name):
@@ -365,7 +365,7 @@ def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
                                   img_size=config.image_size, patch_size=config.patch_size)
     except TypeError as err:  # another architecture: no img_size or patch_size
         raise ValueError(f"{refusal} ({err})") from None
-    if not isinstance(model, VisionTransformer):
+    if not is_timm_vision_transformer(model):
         raise ValueError(f"{refusal} (it is a {type(model).__name__})")
     return model
 
