@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -52,27 +50,40 @@ class AttentiveGraphFilterAttention(AttentionBase):
     ``(B, 1, 1, N)``.
 
     Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection (and on the singular values' projection).
+        attn_drop: dropout on the filtered output (see above).
+        proj_drop: dropout after the output projection.
+        causal: must be False (AGF is non-causal only).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
         K: the highest polynomial order (≥ 1).
         basis: one of ``"jacobi"``, ``"legendre"``, ``"chebyshev"``, ``"monomial"``.
         a, b: the Jacobi parameters (``basis="jacobi"`` only).
         orthogonality_weight: γ, the regulariser's weight in the model's loss (0 disables it).
-        (other arguments as :class:`AttentionBase`)
     """
 
     supports_causal = False
     key_padding_only = True
+    options = ("K", "basis", "a", "b", "orthogonality_weight", *AttentionBase.options)
 
     def __init__(
         self,
         dim: int,
         num_heads: int = 8,
-        *base_args: Any,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
         K: int = 5,
         basis: str = "jacobi",
         a: float = 1.0,
         b: float = 1.0,
         orthogonality_weight: float = 0.01,
-        **base_options: Any,
     ) -> None:
         if basis not in POLYNOMIAL_BASES:
             raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
@@ -83,7 +94,10 @@ class AttentiveGraphFilterAttention(AttentionBase):
         a, b = NAMED_JACOBI_PARAMETERS.get(basis, (float(a), float(b)))
         if not orthogonality_weight >= 0:
             raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
-        super().__init__(dim, num_heads, *base_args, **base_options)
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
         self.K = K
         self.basis = basis
         self.a, self.b = a, b

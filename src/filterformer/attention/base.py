@@ -59,6 +59,9 @@ class AttentionInputs:
 class AttentionBase(nn.Module):
     """Multi-head attention with a pluggable filter.
 
+    A method's constructor spells out this signature, then its own keyword-only options, and
+    names those options in :attr:`options`: timm's explicit keyword signature, no ``**kwargs``.
+
     Args:
         dim: model width D.
         num_heads: heads h; D must be divisible by h.
@@ -77,6 +80,11 @@ class AttentionBase(nn.Module):
     key_padding_only: ClassVar[bool] = False
     #: the registry name, set by :func:`~filterformer.attention.register_attention`.
     method: ClassVar[str] = "base"
+    #: the constructor's keyword options besides ``dim`` and ``num_heads``, the method's own
+    #: first; a subclass whose constructor adds options lists them here (the registry reads it).
+    options: ClassVar[tuple[str, ...]] = (
+        "qkv_bias", "attn_drop", "proj_drop", "causal", "neutreno_lambda", "neutreno_learnable",
+    )
 
     def __init__(
         self,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -32,28 +31,42 @@ class GraphFilterAttention(AttentionBase):
     applied to the filtered output instead.
 
     Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection.
+        attn_drop: dropout on the filtered output (see above).
+        proj_drop: dropout after the output projection.
+        causal: whether the layer is causal (``base="softmax"`` only).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
         K: the filter order (≥ 2) approximated by the Taylor stand-in for ``Ā^K``.
         learn: which of ``"w0"``, ``"w1"``, ``"wK"`` are learned; the others are fixed buffers
             (the reference implementation learns only ``wK``).
         exact_power: use the true ``Ā^K V`` (K chained calls) instead of the Taylor stand-in.
         base: ``"softmax"`` or ``"efficient"`` (Efficient Attention, linear in N, non-causal).
-        (other arguments as :class:`AttentionBase`)
     """
+
+    options = ("K", "learn", "exact_power", "base", *AttentionBase.options)
 
     def __init__(
         self,
         dim: int,
         num_heads: int = 8,
-        *base_args: Any,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
         K: int = GFSA_ORDER,
         learn: Iterable[str] = ("w0", "w1", "wK"),
         exact_power: bool = False,
         base: str = "softmax",
-        **base_options: Any,
     ) -> None:
         if base not in GFSA_BASES:
             raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
-        if base == "efficient" and base_options.get("causal", False):
+        if base == "efficient" and causal:
             raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
         learn = (learn,) if isinstance(learn, str) else tuple(learn)
         unknown = set(learn) - set(GFSA_COEFFICIENTS)
@@ -62,7 +75,10 @@ class GraphFilterAttention(AttentionBase):
                 f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; "
                 f"got {sorted(unknown)}"
             )
-        super().__init__(dim, num_heads, *base_args, **base_options)
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
         self.K = check_order(K)
         self.exact_power = exact_power
         self.base = base
