@@ -164,7 +164,7 @@ def test_filter_response_is_the_closed_form_of_the_patch_coefficients():
 
 
 def test_filter_response_needs_a_gfsa_patch():
-    model = patch(hf_model("bert"), "neutreno", lam=0.5)
+    model = patch(hf_model("bert"), "neutreno", neutreno_lambda=0.5)
     module = next(m for m in model.modules() if isinstance(m, HuggingFaceAttentionPatch))
     with pytest.raises(ValueError, match="without GFSA"):
         module.filter_response(torch.linspace(0, 1, 5))

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_choice, check_integer
 from ..functional import (
     POLYNOMIAL_BASES,
     agf_attend,
@@ -85,10 +86,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
         b: float = 1.0,
         orthogonality_weight: float = 0.01,
     ) -> None:
-        if basis not in POLYNOMIAL_BASES:
-            raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
-        if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-            raise ValueError(f"K must be an integer >= 1 (the paper's default is 5); got {K!r}")
+        check_choice("basis", basis, POLYNOMIAL_BASES)
+        check_integer("K", K, hint=" (the paper's default is 5)")
         if basis == "jacobi":
             check_jacobi_parameters(K, a, b)
         a, b = NAMED_JACOBI_PARAMETERS.get(basis, (float(a), float(b)))

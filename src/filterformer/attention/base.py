@@ -13,6 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_probability
 from ..functional import attention_matrix, check_key_padding_mask, key_padding_from_attn_mask
 from ..optim import exclude_from_weight_decay
 from .cache import LayerCache
@@ -101,9 +102,8 @@ class AttentionBase(nn.Module):
         super().__init__()
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
-        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1); got {p}")
+        check_probability("attn_drop", attn_drop)
+        check_probability("proj_drop", proj_drop)
         if causal and not self.supports_causal:
             raise ValueError(
                 f"attention {self.method!r} is non-causal only; use a causal method such as "

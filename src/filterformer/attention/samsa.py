@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_choice, check_integer
 from ..functional import (
     SAMPLING_MODES,
     attend,
@@ -104,10 +105,8 @@ class SamplingAttention(AttentionBase):
         eval_noise: bool = False,
         score_hidden_dim: int | None = None,
     ) -> None:
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be an integer >= 1; got {num_samples!r}")
-        if mode not in SAMPLING_MODES:
-            raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
+        check_integer("num_samples", num_samples)
+        check_choice("mode", mode, SAMPLING_MODES)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
         super().__init__(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_integer
 from ..functional import agf_response
 
 __all__ = [
@@ -40,8 +41,7 @@ class LearnedFilter:
 
 def frequency_points(num_points: int = 101, dtype: torch.dtype = torch.float64) -> Tensor:
     """``num_points`` evenly spaced graph frequencies from 0 to 1, ``(M,)``."""
-    if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 2:
-        raise ValueError(f"num_points must be an integer >= 2; got {num_points!r}")
+    check_integer("num_points", num_points, minimum=2)
     return torch.linspace(0.0, 1.0, num_points, dtype=dtype)
 
 

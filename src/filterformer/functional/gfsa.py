@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import check_integer
 from .attention import attend
 from .efficient import efficient_feature_maps
 from .masks import check_qkv, key_padding_from_attn_mask
@@ -44,9 +45,7 @@ class PastPowers(Protocol):
 
 def check_order(K: int) -> int:
     """Validate GFSA's order K (an integer ≥ 2)."""
-    if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-        raise ValueError(f"K must be an integer >= 2 (the papers search 2..10); got {K!r}")
-    return K
+    return check_integer("K", K, minimum=2, hint=" (the papers search 2..10)")
 
 
 def _check_coefficients(w0: Tensor, w1: Tensor, wK: Tensor, heads: int) -> list[Tensor]:
