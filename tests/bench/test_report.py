@@ -7,7 +7,7 @@ from filterformer.bench import (
     markdown_report,
     save_records,
 )
-from filterformer.bench.loglog_plot import plot_records
+from filterformer.bench.figures import plot_records
 from filterformer.bench.markdown_report import quantity_table
 
 

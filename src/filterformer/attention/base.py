@@ -16,8 +16,8 @@ from torch import Tensor, nn
 from ..checks import check_probability
 from ..functional import attention_matrix, check_key_padding_mask, key_padding_from_attn_mask
 from ..optim import exclude_from_weight_decay
-from .cache import LayerCache
 from .context import AttentionContext, AttentionMaps
+from .decoding_cache import LayerCache
 
 __all__ = ["AttentionBase", "AttentionInputs", "merge_heads", "split_heads"]
 

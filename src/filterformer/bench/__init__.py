@@ -3,7 +3,7 @@
 ``filterformer bench`` runs :func:`run_and_write`: :func:`run_benchmarks` over
 :data:`BENCH_METHODS`, the :data:`TARGETS` checked (close calls re-measured side by side), and
 ``bench.json``, ``bench.md``, ``bench.png``, ``targets.json`` and ``machine.json`` written. The
-plot (:mod:`.loglog_plot`) is imported where it is drawn, so workers do not load matplotlib.
+plot (:mod:`.figures`) is imported where it is drawn, so workers do not load matplotlib.
 """
 
 from .markdown_report import markdown_report

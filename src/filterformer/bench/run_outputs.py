@@ -81,7 +81,7 @@ def run_and_write(
                 "passed": r.passed} for r in results]
     (directory / "targets.json").write_text(json.dumps(finite_json(targets), indent=1) + "\n")
     if any(r.measured for r in records):
-        from .loglog_plot import plot_records  # matplotlib loads only here
+        from .figures import plot_records  # matplotlib loads only here
 
         plot_records(records, directory / "bench.png")
     return report

@@ -5,7 +5,6 @@ Shapes follow :func:`torch.nn.functional.scaled_dot_product_attention`: q, k, v 
 """
 
 from .agf import agf, agf_attend, agf_coefficients, agf_filter, agf_orthogonality, agf_response
-from .attention import attend, attention_matrix
 from .efficient import efficient_attention, efficient_feature_maps
 from .gfsa import (
     GFSA_BASES,
@@ -43,6 +42,7 @@ from .sampling import (
     topk_gather,
     topk_split,
 )
+from .softmax import attend, attention_matrix
 
 __all__ = [
     "GFSA_BASES",

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..checks import check_integer
-from .attention import attend
 from .efficient import efficient_feature_maps
 from .masks import check_qkv, key_padding_from_attn_mask
+from .softmax import attend
 
 __all__ = [
     "GFSA_BASES",
