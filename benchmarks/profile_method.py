@@ -5,7 +5,7 @@
 
 Prints the operators sorted by their own CPU (or CUDA) time; ``--trace out.json`` also writes a
 Chrome trace. The CPU heap policy is the benchmark's (``--allocator``, see
-``filterformer.bench.allocator``).
+``filterformer.bench.step_measures``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from filterformer.bench import BenchShape, build_case, method_names
-from filterformer.bench.allocator import ALLOCATORS, reuse_freed_memory
-from filterformer.bench.config import MODES, resolve_device
+from filterformer.bench import MODES, BenchShape, build_case, method_names
+from filterformer.bench.step_measures import ALLOCATORS, reuse_freed_memory
+from filterformer.bench.sweep import resolve_device
 
 
 def main() -> None:

@@ -195,3 +195,17 @@ def test_agf_regulariser_reaches_the_model_loss():
 @pytest.mark.slow
 def test_tiny_agf_model_overfits_a_fixed_batch():
     assert overfit_ratio("agf", {"K": 3}) <= 0.1
+
+
+@pytest.mark.parametrize(("basis", "a", "b"), [("jacobi", 0.5, -0.3), ("legendre", 0.0, 0.0),
+                                                ("chebyshev", -0.5, -0.5)])
+def test_filter_response_is_the_closed_form_of_its_own_coefficients(basis, a, b):
+    module = AttentiveGraphFilterAttention(DIM, HEADS, K=3, basis=basis, a=a, b=b)
+    with torch.no_grad():
+        module.p.normal_()
+    sigma = torch.linspace(0, 1, 9, dtype=torch.float64)
+    theta = [1.0, *torch.tanh(module.p.detach().double()).tolist()]
+    expected = sum(t * eval_jacobi(k, a, b, sigma.numpy()) for k, t in enumerate(theta))
+    response = module.filter_response(sigma)
+    assert response.shape == (1, 9) and response.dtype == torch.float64
+    torch.testing.assert_close(response[0], torch.as_tensor(expected))

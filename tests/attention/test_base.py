@@ -1,11 +1,16 @@
+import inspect
+
 import pytest
 import torch
 
 from filterformer.attention import (
+    AttentionBase,
     AttentionContext,
     SoftmaxAttention,
     attention_names,
+    attention_options,
     build_attention,
+    get_attention_class,
 )
 
 DIM, HEADS = 16, 2
@@ -63,6 +68,41 @@ def test_registry_errors_name_valid_choices():
     assert {"softmax", "gfsa"} <= set(attention_names())
     with pytest.raises(ValueError, match="divisible"):
         build_attention("softmax", 10, 3)
+
+
+#: timm's ``Attention(dim, num_heads, qkv_bias, attn_drop, proj_drop)``, taken by position too.
+TIMM_POSITIONAL = ("dim", "num_heads", "qkv_bias", "attn_drop", "proj_drop")
+
+
+@pytest.mark.parametrize("name", attention_names())
+def test_declared_options_are_the_constructors_keyword_parameters(name):
+    cls = get_attention_class(name)
+    params = dict(inspect.signature(cls.__init__).parameters)
+    params.pop("self")
+    kinds = {p.kind for p in params.values()}
+    assert not kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+    positional = [n for n, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    assert tuple(positional) == TIMM_POSITIONAL
+    assert all(p.kind is p.KEYWORD_ONLY for n, p in params.items() if n not in positional)
+    options = attention_options(cls)
+    assert len(set(options)) == len(options)
+    assert set(options) == set(params) - {"dim", "num_heads"}
+    base = inspect.signature(AttentionBase.__init__).parameters
+    for option in AttentionBase.options:
+        assert (params[option].kind, params[option].default) == (
+            base[option].kind, base[option].default
+        ), option
+    # The method's own options come first, so error messages lead with them.
+    assert options[len(options) - len(AttentionBase.options):] == AttentionBase.options
+
+
+def test_unknown_option_lists_the_methods_options_first():
+    with pytest.raises(ValueError) as error:
+        build_attention("gfsa", DIM, HEADS, order=3)
+    assert str(error.value) == (
+        "unknown option(s) 'order' for attention 'gfsa'; valid options: K, learn, exact_power, "
+        "base, qkv_bias, attn_drop, proj_drop, causal, neutreno_lambda, neutreno_learnable"
+    )
 
 
 def test_forward_rejects_bad_input():

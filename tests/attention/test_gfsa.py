@@ -81,3 +81,17 @@ def test_bfloat16_module_is_finite_and_close():
     low = module.bfloat16()(x.bfloat16())
     assert torch.isfinite(low).all()
     assert ((low.float() - ref).norm() / ref.norm()) < 5e-2
+
+
+@pytest.mark.parametrize("exact_power", [False, True])
+def test_filter_response_is_the_closed_form_of_its_own_coefficients(exact_power):
+    module = GraphFilterAttention(DIM, HEADS, K=4, exact_power=exact_power)
+    with torch.no_grad():
+        for name in ("w0", "w1", "wK"):
+            getattr(module, name).normal_()
+    sigma = torch.linspace(0, 1, 9, dtype=torch.float64)
+    w0, w1, wK = (getattr(module, name).detach().double()[:, None] for name in ("w0", "w1", "wK"))
+    high = sigma**4 if exact_power else sigma + 3 * (sigma**2 - sigma)
+    response = module.filter_response(sigma)
+    assert response.shape == (HEADS, 9) and response.dtype == torch.float64
+    torch.testing.assert_close(response, w0 + w1 * sigma + wK * high)

@@ -3,9 +3,9 @@ import resource
 import torch
 
 from filterformer.bench import BenchConfig, BenchShape
-from filterformer.bench.allocator import reuse_freed_memory
-from filterformer.bench.measure import skipped_record
-from filterformer.bench.worker import run_in_worker
+from filterformer.bench.fresh_process import run_in_worker
+from filterformer.bench.measurement import skipped_record
+from filterformer.bench.step_measures import reuse_freed_memory
 
 MIB = 2**20
 

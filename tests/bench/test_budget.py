@@ -1,6 +1,7 @@
 import pytest
 
-from filterformer.bench import BenchConfig, BenchRecord, BenchShape, Budget, get_method, skip_reason
+from filterformer.bench import BenchConfig, BenchRecord, BenchShape, Budget, get_method
+from filterformer.bench.sweep import skip_reason
 
 
 def _config(method, N, mode="train", warmup=1, min_repeats=3, allocator="system"):

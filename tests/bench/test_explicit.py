@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from filterformer.bench import explicit_gfsa
+from filterformer.bench.method_table import explicit_gfsa
 from filterformer.functional import gfsa
 
 B, H, N, D = 2, 3, 11, 5

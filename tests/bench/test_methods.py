@@ -3,7 +3,7 @@ import torch
 
 from filterformer.attention import merge_heads
 from filterformer.bench import BENCH_METHODS, BenchShape, build_case, get_method, method_names
-from filterformer.bench.methods import NEUTRENO_LAMBDA
+from filterformer.methods import NEUTRENO_LAMBDA
 
 SHAPE = BenchShape(batch=2, heads=2, head_dim=4, depth=2, mlp_ratio=2.0)
 N = 12

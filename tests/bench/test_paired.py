@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from filterformer.bench import BenchConfig, BenchRecord, BenchShape, Target, evaluate_targets
-from filterformer.bench.paired import (
+from filterformer.bench.markdown_report import targets_table
+from filterformer.bench.paired_rounds import (
     MAX_STEPS_PER_ROUND,
     alternate_rounds,
     close_call,
@@ -17,8 +18,7 @@ from filterformer.bench.paired import (
     round_ratios,
     steps_per_round,
 )
-from filterformer.bench.report import targets_table
-from filterformer.bench.targets import Measure
+from filterformer.bench.performance_targets import Measure
 
 QUICK = BenchShape.quick()
 

@@ -3,7 +3,7 @@ import sys
 import pytest
 
 from filterformer.bench import BenchConfig, BenchShape, measure_config
-from filterformer.bench.peer import PeerUnavailable, xtransformers_encoder
+from filterformer.bench.method_table import PeerUnavailable, xtransformers_encoder
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from filterformer.bench import (
     evaluate_targets,
     load_records,
     markdown_report,
-    plot_records,
     save_records,
 )
-from filterformer.bench.report import quantity_table
+from filterformer.bench.figures import plot_records
+from filterformer.bench.markdown_report import quantity_table
 
 
 def _records():

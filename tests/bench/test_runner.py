@@ -69,7 +69,7 @@ def test_target_lengths_join_the_requested_ones():
 def test_auto_device_is_cuda_only_when_available():
     import torch
 
-    from filterformer.bench.config import resolve_device
+    from filterformer.bench.sweep import resolve_device
 
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     assert resolve_device("cpu") == "cpu"

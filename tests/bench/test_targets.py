@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from filterformer.bench import TARGETS, BenchRecord, Target, evaluate_targets
-from filterformer.bench.targets import Measure
+from filterformer.bench.performance_targets import Measure
 
 
 def _record(method, N, mode, ms, mb=1.0, skipped=None):
@@ -65,7 +65,7 @@ def test_a_target_reads_its_own_modes_only():
 
 
 def test_target_configurations_are_the_modes_the_targets_read():
-    from filterformer.bench.targets import target_configurations
+    from filterformer.bench.performance_targets import target_configurations
 
     keys = target_configurations()
     assert {("gfsa", 4096, "train"), ("sdpa", 4096, "train"), ("agf", 2048, "train"),

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from filterformer.bench.timing import cpu_timer, median_ms, time_steps
+from filterformer.bench.step_measures import median_ms, time_step, time_steps
 
 
 class FakeTimer:
@@ -16,10 +16,10 @@ class FakeTimer:
         return next(self.durations)
 
 
-def test_cpu_timer_reads_the_clock_around_the_step():
+def test_time_step_reads_the_clock_around_the_step():
     ticks = iter([10.0, 10.25])
     calls = []
-    ms = cpu_timer(lambda: calls.append(1), clock=lambda: next(ticks))
+    ms = time_step(lambda: calls.append(1), clock=lambda: next(ticks))
     assert ms == pytest.approx(250.0)
     assert calls == [1]
 

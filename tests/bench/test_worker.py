@@ -4,7 +4,7 @@ import signal
 import time
 
 from filterformer.bench import BenchConfig, BenchShape
-from filterformer.bench.worker import main, run_in_worker
+from filterformer.bench.fresh_process import main, run_in_worker
 
 CONFIG = BenchConfig("efficient", 24, "inference", shape=BenchShape.quick(), repeats=2,
                      min_repeats=1)
@@ -27,7 +27,7 @@ def _hang(config):
 
 
 def _report_pid(config):
-    from filterformer.bench.measure import skipped_record
+    from filterformer.bench.measurement import skipped_record
 
     return skipped_record(config, f"pid {os.getpid()}")
 

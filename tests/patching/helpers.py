@@ -179,13 +179,18 @@ def reference_model(model: nn.Module, plan: ReferencePlan) -> nn.Module:
 
 
 def coefficients_by_layer(model: nn.Module, layers=None) -> dict[int, dict[str, Tensor]]:
-    """Each GFSA layer's ``w0, w1, wK``, read from the patched model's attention patches (a
-    module shared by several layers gives its coefficients to each of the ``layers``)."""
+    """``w0, w1, wK`` of each layer the test's own options filter (``layers``; every layer when
+    None), read from the patched model's attention patches (a module shared by several layers
+    gives its coefficients to each). A filtered layer that the patch left without coefficients
+    fails the test: which layers filter is the test's to say, not the patched model's."""
     found = {}
     num_layers = model.config.num_hidden_layers
     for module in model.modules():
         if isinstance(module, HuggingFaceAttentionPatch) and module.has_gfsa:
             values = {n: getattr(module, n).detach().clone() for n in ("w0", "w1", "wK")}
-            indices = range(num_layers) if module.layer is None else [module.layer]
-            found.update({i: values for i in indices if layers is None or i in layers})
-    return found
+            found.update({i: values for i in (range(num_layers) if module.layer is None
+                                               else [module.layer])})
+    wanted = range(num_layers) if layers is None else layers
+    missing = [i for i in wanted if i not in found]
+    assert not missing, f"layers {missing} should filter but the patch gave them no coefficients"
+    return {i: found[i] for i in wanted}

@@ -22,7 +22,7 @@ def test_concat_fusion_leaves_the_model_unchanged_at_init(kind):
     model = hf_model(kind, head=True)
     inputs = hf_inputs(kind)
     before = model(**inputs).logits
-    patch(model, "fusion", mode="concat")
+    patch(model, "fusion", fusion="concat")
     torch.testing.assert_close(model(**inputs).logits, before, rtol=0, atol=1e-5)
 
 
@@ -31,7 +31,7 @@ def test_bert_head_sees_the_fused_layers(mode):
     model = hf_model("bert", head=True, dtype=torch.float64)
     unpatched = copy.deepcopy(model)
     inputs = hf_inputs("bert")
-    patch(model, "fusion", mode=mode)
+    patch(model, "fusion", fusion=mode)
     randomise_patch(patched_parameters(model))
     fusion = model.filterformer_fusion
     assert isinstance(fusion, LayerFusion) and fusion.mode == mode and fusion.num_layers == 2
@@ -44,7 +44,7 @@ def test_albert_fuses_the_calls_of_its_shared_layer():
     model = hf_model("albert", dtype=torch.float64)
     unpatched = copy.deepcopy(model)
     inputs = hf_inputs("albert")
-    patch(model, "fusion", mode="gate")
+    patch(model, "fusion", fusion="gate")
     randomise_patch(patched_parameters(model))
     layers = _layer_outputs(unpatched, inputs)
     assert len(layers) == model.config.num_hidden_layers == 3
@@ -56,7 +56,7 @@ def test_vit_fuses_before_its_final_norm():
     model = hf_model("vit", head=True, dtype=torch.float64)
     unpatched = copy.deepcopy(model)
     inputs = hf_inputs("vit", torch.float64)
-    patch(model, "fusion", mode="max")
+    patch(model, "fusion", fusion="max")
     fused = model.filterformer_fusion(_layer_outputs(unpatched.vit, inputs))
     expected = unpatched.classifier(unpatched.vit.layernorm(fused)[:, 0])
     torch.testing.assert_close(model(**inputs).logits, expected)
@@ -65,7 +65,7 @@ def test_vit_fuses_before_its_final_norm():
 def test_timm_fuses_blocks_before_the_final_norm():
     model = timm_model(dtype=torch.float64)
     unpatched = copy.deepcopy(model)
-    patch(model, "fusion", mode="gate")
+    patch(model, "fusion", fusion="gate")
     randomise_patch(patched_parameters(model))
     x = images(torch.float64)
     tokens = unpatched.norm_pre(unpatched._pos_embed(unpatched.patch_embed(x)))
@@ -82,7 +82,7 @@ def test_fusion_parameters_train_undecayed_and_unpatch_removes_them():
     model = hf_model("bert", head=True)
     inputs = hf_inputs("bert")
     before = model(**inputs).logits
-    patch(model, "fusion", mode="gate")
+    patch(model, "fusion", fusion="gate")
     names = {name for name, _ in patched_parameters(model)}
     assert names == {"filterformer_fusion.gate.weight", "filterformer_fusion.gate.bias"}
     assert names <= no_weight_decay(model)

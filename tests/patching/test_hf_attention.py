@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from filterformer import patch, patched_parameters
-from filterformer.patching.hf_attention import filterformer_attention
+from filterformer.patching.hf_attention import HuggingFaceAttentionPatch, filterformer_attention
 
 from .helpers import (
     DECODERS,
@@ -25,12 +25,12 @@ EAGER_TOLERANCE = {"rtol": 1e-6, "atol": 1e-6}
 
 CASES = [
     ("bert", "gfsa", {"K": 3}),
-    ("roberta", "gfsa+neutreno", {"K": 4, "lam": 0.6}),
-    ("albert", "gfsa+neutreno", {"K": 3, "lam": 0.5, "layers": [1, 2]}),
+    ("roberta", "gfsa+neutreno", {"K": 4, "neutreno_lambda": 0.6}),
+    ("albert", "gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.5, "layers": [1, 2]}),
     ("vit", "gfsa", {"K": 5}),
-    ("gpt2", "gfsa+neutreno", {"K": 3, "lam": 0.4}),
+    ("gpt2", "gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.4}),
     ("llama", "gfsa", {"K": 2, "layers": [1]}),
-    ("llama", "gfsa+neutreno", {"K": 3, "lam": 0.4}),
+    ("llama", "gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.4}),
 ]
 
 
@@ -49,7 +49,8 @@ def test_filtered_model_equals_explicit_reference(kind, method, options):
 
     layers = options.get("layers")
     plan = ReferencePlan(
-        coefficients_by_layer(model, layers), options["K"], options.get("lam", 0.0), layers
+        coefficients_by_layer(model, layers), options["K"], options.get("neutreno_lambda", 0.0),
+        layers,
     )
     expected = hidden(reference_model(unpatched, plan), inputs)
     torch.testing.assert_close(after[real], expected[real], **EAGER_TOLERANCE)
@@ -60,7 +61,7 @@ def test_neutreno_on_selected_layers_only():
     unpatched = copy.deepcopy(model)
     inputs = hf_inputs("llama", torch.float64)
     real = real_tokens("llama", inputs)
-    patch(model, "neutreno", lam=0.7, layers=[2])
+    patch(model, "neutreno", neutreno_lambda=0.7, layers=[2])
     plan = ReferencePlan({}, 2, 0.7, layers=[2])
     expected = hidden(reference_model(unpatched, plan), inputs)
     torch.testing.assert_close(hidden(model, inputs)[real], expected[real], **EAGER_TOLERANCE)
@@ -86,7 +87,7 @@ def test_output_attentions_returns_the_filter():
 @pytest.mark.parametrize("method", ["gfsa", "neutreno", "gfsa+neutreno"])
 def test_generate_with_cache_equals_generate_without(kind, method):
     model = hf_model(kind, head=True, dtype=torch.float64)
-    options = {"lam": 0.4} if "neutreno" in method else {}
+    options = {"neutreno_lambda": 0.4} if "neutreno" in method else {}
     patch(model, method, **options)
     randomise_patch(patched_parameters(model))
     inputs = hf_inputs(kind)
@@ -105,7 +106,7 @@ def test_generate_with_cache_equals_generate_without(kind, method):
 
 def test_step_by_step_decoding_equals_full_forward():
     model = hf_model("llama", head=True, dtype=torch.float64)
-    patch(model, "gfsa+neutreno", K=4, lam=0.3)
+    patch(model, "gfsa+neutreno", K=4, neutreno_lambda=0.3)
     randomise_patch(patched_parameters(model))
     ids = torch.randint(3, 50, (2, 9))
     full = model(ids, use_cache=False).logits
@@ -146,3 +147,24 @@ def test_unsupported_attention_arguments_are_refused():
     kv = torch.randn(1, 2, 3, 8)
     with pytest.raises(ValueError, match="softcap"):
         filterformer_attention(module, q, kv, kv, None, softcap=30.0)
+
+
+def test_filter_response_is_the_closed_form_of_the_patch_coefficients():
+    model = patch(hf_model("llama"), "gfsa", K=4)
+    randomise_patch(patched_parameters(model))
+    patches = [m for m in model.modules() if isinstance(m, HuggingFaceAttentionPatch)]
+    sigma = torch.linspace(0, 1, 9, dtype=torch.float64)
+    for module in patches:
+        w0, w1, wK = (getattr(module, n).detach().double()[:, None] for n in ("w0", "w1", "wK"))
+        response = module.filter_response(sigma)
+        assert response.shape == (4, 9) and response.dtype == torch.float64
+        taylor = sigma + 3 * (sigma**2 - sigma)
+        torch.testing.assert_close(response, w0 + w1 * sigma + wK * taylor)
+    assert len(patches) == 2
+
+
+def test_filter_response_needs_a_gfsa_patch():
+    model = patch(hf_model("bert"), "neutreno", neutreno_lambda=0.5)
+    module = next(m for m in model.modules() if isinstance(m, HuggingFaceAttentionPatch))
+    with pytest.raises(ValueError, match="without GFSA"):
+        module.filter_response(torch.linspace(0, 1, 5))

@@ -23,7 +23,11 @@ from .helpers import (
 
 ALL_KINDS = ENCODERS + DECODERS
 #: NeuTRENO's λ·(V⁰ − V) acts from the start: only λ = 0 leaves a model unchanged at init.
-AT_INIT = {"gfsa": {"K": 3}, "neutreno": {"lam": 0.0}, "gfsa+neutreno": {"K": 4, "lam": 0.0}}
+AT_INIT = {
+    "gfsa": {"K": 3},
+    "neutreno": {"neutreno_lambda": 0.0},
+    "gfsa+neutreno": {"K": 4, "neutreno_lambda": 0.0},
+}
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)
@@ -44,7 +48,7 @@ def test_neutreno_changes_every_layer_after_the_first(kind):
     inputs = hf_inputs(kind, torch.float64)
     real = real_tokens(kind, inputs)
     before = model(**inputs, output_hidden_states=True).hidden_states
-    patch(model, "neutreno", lam=0.6)
+    patch(model, "neutreno", neutreno_lambda=0.6)
     after = model(**inputs, output_hidden_states=True).hidden_states
     # hidden_states[1] is layer 0's output: V⁰ − V⁰ = 0 there.
     torch.testing.assert_close(after[1][real], before[1][real])
@@ -58,7 +62,7 @@ def test_unpatch_restores_outputs_exactly(kind):
     implementation = model.config._attn_implementation
     names = set(model.state_dict())
     before = hidden(model, inputs)
-    patch(model, "gfsa+neutreno", K=3, lam=0.5)
+    patch(model, "gfsa+neutreno", K=3, neutreno_lambda=0.5)
     randomise_patch(patched_parameters(model))
     assert not torch.equal(hidden(model, inputs), before)
     assert unpatch(model) is model

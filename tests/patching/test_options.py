@@ -2,14 +2,28 @@
 
 import pytest
 
+from filterformer.attention import GraphFilterAttention
+from filterformer.methods import method_changes
 from filterformer.patching.options import parse_patch_spec
 
 
 def test_defaults_follow_the_papers():
     spec = parse_patch_spec("gfsa+neutreno", {})
-    assert (spec.K, spec.learn, spec.lam, spec.layers) == (3, ("w0", "w1", "wK"), 0.6, None)
+    assert (spec.K, spec.learn, spec.neutreno_lambda, spec.layers) == (
+        3, ("w0", "w1", "wK"), 0.6, None
+    )
+    assert (spec.exact_power, spec.base, spec.neutreno_learnable) == (False, "softmax", False)
     assert spec.uses_gfsa and spec.uses_neutreno and not spec.uses_fusion
-    assert parse_patch_spec("fusion", {}).mode == "gate"
+
+
+@pytest.mark.parametrize("method", ["gfsa", "neutreno", "fusion", "gfsa+neutreno+fusion"])
+def test_a_patch_takes_its_defaults_from_the_method_presets(method):
+    changes = method_changes(method)
+    spec = parse_patch_spec(method, {})
+    assert spec.attention == changes.get("attention", "softmax")
+    assert spec.neutreno_lambda == changes.get("neutreno_lambda", 0.0)
+    assert spec.fusion == changes.get("fusion")
+    assert spec.K == GraphFilterAttention(8, 2).K
 
 
 def test_layers_select_by_zero_based_index():
@@ -29,18 +43,25 @@ def test_learn_keeps_the_coefficients_order():
 @pytest.mark.parametrize(
     ("method", "options", "message"),
     [
-        ("gfsa2", {}, r"method must be one of \('gfsa', 'neutreno', 'gfsa\+neutreno', 'fusion'\)"),
-        ("gfsa", {"lam": 0.5}, r"unknown option\(s\) 'lam' for method 'gfsa'.*K, learn, layers"),
-        ("fusion", {"layers": [0]}, r"valid options: mode"),
+        ("gfsa2", {}, r"method must be one of \('gfsa', 'neutreno', 'fusion'\) or several joined"),
+        ("agf", {}, r"'agf' replaces the attention itself"),
+        ("gfsa+gfsa", {}, "names a preset twice"),
+        ("gfsa", {"neutreno_lambda": 0.5},
+         r"unknown option\(s\) 'neutreno_lambda' for method 'gfsa'.*K, learn, exact_power, base, "
+         "layers"),
+        ("fusion", {"layers": [0]}, r"valid options: fusion$"),
         ("gfsa", {"K": 1}, "K must be an integer >= 2"),
         ("gfsa", {"K": 2.5}, "K must be an integer >= 2"),
         ("gfsa", {"learn": ["w2"]}, r"learn must name coefficients among \('w0', 'w1', 'wK'\)"),
-        ("neutreno", {"lam": "0.6"}, "lam must be a finite number"),
-        ("neutreno", {"lam": float("nan")}, "lam must be a finite number"),
+        ("gfsa", {"exact_power": 1}, "exact_power must be True or False"),
+        ("gfsa", {"base": "linear"}, r"base must be one of \('softmax', 'efficient'\)"),
+        ("neutreno", {"neutreno_learnable": "yes"}, "neutreno_learnable must be True or False"),
+        ("neutreno", {"neutreno_lambda": "0.6"}, "neutreno_lambda must be a finite number"),
+        ("neutreno", {"neutreno_lambda": float("nan")}, "neutreno_lambda must be a finite number"),
         ("gfsa", {"layers": 1}, "layers must be a list of 0-based layer indices"),
         ("gfsa", {"layers": [-1]}, r"ints >= 0"),
         ("gfsa", {"layers": []}, "non-empty"),
-        ("fusion", {"mode": "mean"}, r"mode must be one of \('concat', 'max', 'gate'\)"),
+        ("fusion", {"fusion": "mean"}, r"fusion must be one of \('concat', 'max', 'gate'\)"),
     ],
 )
 def test_bad_requests_raise_naming_the_valid_choices(method, options, message):

@@ -8,9 +8,11 @@ import torch
 from torch import nn
 from transformers import AutoModel, AutoTokenizer
 
-from filterformer import patch, patched_parameters
+from filterformer import patch, patched_parameters, unpatch
 from filterformer.nn import masked_mean
 from filterformer.optim import parameter_groups
+
+from .helpers import ReferencePlan, coefficients_by_layer, randomise_patch, reference_model
 
 #: Hand-written sentences with a sentiment label (1 = positive).
 LABELLED = [
@@ -90,3 +92,43 @@ def test_fine_tuning_minilm_with_gfsa_lowers_the_loss(minilm):
     moved = torch.cat([param.detach().flatten() for name, param in patched_parameters(model)
                        if name.endswith("wK")])
     assert moved.abs().max() > 1e-3  # the filter itself was fine-tuned, not only the head
+
+
+def _fusion_formula(fusion: nn.Module, layers: list[torch.Tensor]) -> torch.Tensor:
+    """METHODS.md §5 written out with the patch's weights: concat is one linear map of every
+    layer side by side; gate weighs each token's layers by a softmax of ``g(H_l)``."""
+    if fusion.mode == "concat":
+        return torch.cat(layers, dim=-1) @ fusion.linear.weight.T + fusion.linear.bias
+    stacked = torch.stack(layers)  # (L, B, N, D)
+    scores = stacked @ fusion.gate.weight.T + fusion.gate.bias  # (L, B, N, 1)
+    return (scores.softmax(dim=0) * stacked).sum(dim=0)
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [("gfsa+fusion", {}), ("gfsa+neutreno+fusion", {"neutreno_lambda": 0.4, "fusion": "gate"})],
+)
+def test_composed_patches_on_minilm_follow_the_native_formulas(minilm, method, options):
+    pretrained, batch, _ = minilm
+    model = copy.deepcopy(pretrained).double()
+    unpatched = copy.deepcopy(model)
+    real = batch["attention_mask"].bool()
+    with torch.no_grad():
+        before = model(**batch).last_hidden_state
+        patch(model, method, **options)
+        at_init = model(**batch).last_hidden_state
+        if method == "gfsa+fusion":  # GFSA starts as attention, concat as the last layer
+            torch.testing.assert_close(at_init[real], before[real], rtol=0, atol=1e-10)
+        randomise_patch(patched_parameters(model), scale=0.1)
+        after = model(**batch).last_hidden_state
+        assert (after - before)[real].abs().max() > 1e-3
+        # The explicit reference: H̃ (and λ(V⁰ − V)) in every layer, then the fusion of them all.
+        plan = ReferencePlan(
+            coefficients_by_layer(model, None), 3, options.get("neutreno_lambda", 0.0)
+        )
+        reference = reference_model(copy.deepcopy(unpatched), plan)
+        layers = list(reference(**batch, output_hidden_states=True).hidden_states[1:])
+        expected = _fusion_formula(model.filterformer_fusion, layers)
+        torch.testing.assert_close(after[real], expected[real], rtol=1e-6, atol=1e-6)
+        unpatch(model)
+        assert torch.equal(model(**batch).last_hidden_state, before)

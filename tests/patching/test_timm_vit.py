@@ -50,8 +50,9 @@ class ExplicitFilterAttention(nn.Module):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
     ("method", "options"),
-    [("gfsa", {"K": 3}), ("neutreno", {"lam": 0.0}), ("gfsa+neutreno", {"lam": 0.0}),
-     ("fusion", {"mode": "concat"})],
+    [("gfsa", {"K": 3}), ("neutreno", {"neutreno_lambda": 0.0}),
+     ("gfsa+neutreno", {"neutreno_lambda": 0.0}),
+     ("fusion", {"fusion": "concat"})],
 )
 def test_patched_model_equals_original_at_init(name, method, options):
     model = timm_model(name)
@@ -63,7 +64,7 @@ def test_patched_model_equals_original_at_init(name, method, options):
 
 @pytest.mark.parametrize(
     ("method", "options"),
-    [("gfsa", {"K": 4}), ("gfsa+neutreno", {"K": 3, "lam": 0.6, "layers": [1, 2]}),
+    [("gfsa", {"K": 4}), ("gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.6, "layers": [1, 2]}),
      ("gfsa", {"K": 2, "layers": [0, 2]})],
 )
 def test_filtered_model_equals_explicit_reference(method, options):
@@ -79,10 +80,10 @@ def test_filtered_model_equals_explicit_reference(method, options):
     shared = {}
     for index, (block, patched) in enumerate(zip(reference.blocks, model.blocks, strict=True)):
         attn = patched.attn
-        filters = isinstance(attn, GraphFilterAttention)
-        coefficients = (attn.w0, attn.w1, attn.wK) if filters else None
         selected = options.get("layers") is None or index in options["layers"]
-        lam = options.get("lam", 0.0) if selected else 0.0
+        # Which layers filter is the test's options' to say; a skipped one has no coefficients.
+        coefficients = (attn.w0, attn.w1, attn.wK) if "gfsa" in method and selected else None
+        lam = options.get("neutreno_lambda", 0.0) if selected else 0.0
         block.attn = ExplicitFilterAttention(
             block.attn, index, coefficients, options["K"], lam, shared
         )

@@ -9,7 +9,7 @@ import statistics
 import pytest
 import torch
 
-from filterformer.bench.paired import round_orders
+from filterformer.bench.paired_rounds import round_orders
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.compare.cost import (
     COST_FILE,

@@ -114,12 +114,13 @@ def test_a_checkpoint_model_config_reads_back_as_its_kind():
     assert model_config_from_dict(json.loads(json.dumps(scratch.to_dict()))) == scratch
     pretrained = PretrainedModelConfig(
         pretrained="timm:vit_tiny_patch16_224", backend="timm", patch="gfsa+neutreno",
-        patch_options={"K": 2, "lam": 0.4, "layers": [1]}, num_classes=10, image_size=(8, 8),
+        patch_options={"K": 2, "neutreno_lambda": 0.4, "layers": [1]}, num_classes=10,
+        image_size=(8, 8),
         patch_size=2,
     )
     assert model_config_from_dict(json.loads(json.dumps(pretrained.to_dict()))) == pretrained
     with pytest.raises(ValueError, match=r"unknown PretrainedModelConfig field\(s\) \['depth'\]"):
         model_config_from_dict({**pretrained.to_dict(), "depth": 2})
-    with pytest.raises(ValueError, match=r"unknown option\(s\) 'mode' for method 'gfsa'"):
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'fusion' for method 'gfsa'"):
         model_config_from_dict({**pretrained.to_dict(), "patch": "gfsa",
-                                "patch_options": {"mode": "gate"}})
+                                "patch_options": {"fusion": "gate"}})

@@ -82,13 +82,21 @@ def _batch(task: TaskData, size: int = 4) -> dict:
         ("gfsa", {"attention_options": {"K": 2, "learn": ["wK", "w0"]},
                   "attention_layers": [3, 1]},
          ("gfsa", {"K": 2, "learn": ["wK", "w0"], "layers": [1, 3]})),
-        ("neutreno", {}, ("neutreno", {"lam": 0.6})),
-        ("neutreno", {"neutreno_lambda": 0.4}, ("neutreno", {"lam": 0.4})),
-        ("gfsa+neutreno", {"attention_layers": [0]}, ("gfsa+neutreno", {"lam": 0.6,
+        ("neutreno", {}, ("neutreno", {"neutreno_lambda": 0.6})),
+        ("neutreno", {"neutreno_lambda": 0.4}, ("neutreno", {"neutreno_lambda": 0.4})),
+        ("gfsa+neutreno", {"attention_layers": [0]}, ("gfsa+neutreno", {"neutreno_lambda": 0.6,
                                                                         "layers": [0]})),
-        (None, {"attention": "gfsa", "neutreno_lambda": 0.4}, ("gfsa+neutreno", {"lam": 0.4})),
-        ("fusion", {}, ("fusion", {"mode": "concat"})),
-        ("fusion", {"fusion": "gate"}, ("fusion", {"mode": "gate"})),
+        (None, {"attention": "gfsa", "neutreno_lambda": 0.4},
+         ("gfsa+neutreno", {"neutreno_lambda": 0.4})),
+        ("fusion", {}, ("fusion", {"fusion": "concat"})),
+        ("fusion", {"fusion": "gate"}, ("fusion", {"fusion": "gate"})),
+        ("gfsa+fusion", {}, ("gfsa+fusion", {"fusion": "concat"})),
+        ("gfsa+neutreno+fusion", {"attention_layers": [1]},
+         ("gfsa+neutreno+fusion", {"neutreno_lambda": 0.6, "layers": [1], "fusion": "concat"})),
+        ("neutreno", {"neutreno_learnable": True},
+         ("neutreno", {"neutreno_lambda": 0.6, "neutreno_learnable": True})),
+        ("gfsa", {"attention_options": {"exact_power": True, "base": "efficient"}},
+         ("gfsa", {"exact_power": True, "base": "efficient"})),
     ],
 )
 def test_method_fields_become_one_patch_call(method, model, expected):
@@ -103,13 +111,11 @@ def test_method_fields_become_one_patch_call(method, model, expected):
         ("agf", {}, r"method 'agf' uses attention 'agf', which cannot be patched"),
         ("samsa_hard", {}, r"attention 'samsa', which cannot be patched"),
         ("agf+neutreno", {}, r"attention 'agf', which cannot be patched"),
-        ("gfsa+fusion", {}, r"combines fusion with gfsa, but a pretrained model takes one patch"),
-        ("neutreno+fusion", {}, r"combines fusion with neutreno"),
-        ("fusion", {"attention_layers": [1]}, r"combines fusion with attention_layers"),
+        ("fusion", {"attention_layers": [1]}, r"attention_layers .* this method patches none"),
         ("gfsa", {"dim": 64}, r"model.dim cannot be used with pretrained .*architecture comes "),
-        ("neutreno", {"neutreno_learnable": True}, r"model.neutreno_learnable cannot be used"),
-        ("gfsa", {"attention_options": {"exact_power": True}},
-         r"attention_options.exact_power cannot be patched in .*a patched GFSA takes K, learn"),
+        ("gfsa", {"attention_options": {"num_samples": 4}},
+         r"attention_options.num_samples cannot be patched in .*a patched GFSA takes K, learn, "
+         "exact_power, base"),
         ("softmax", {"attention_layers": [1]}, r"attention_layers .* this method patches none"),
         ("gfsa", {"attention_options": {"K": 1}}, r"K must be an integer >= 2"),
     ],
@@ -118,13 +124,13 @@ def test_what_no_patch_expresses_is_refused_when_the_config_is_made(method, mode
     with pytest.raises(ValueError, match=message) as refusal:
         _config(method, model=model)
     if "K must" not in message:
-        assert "softmax, gfsa, neutreno, gfsa+neutreno, fusion" in str(refusal.value)
+        assert "softmax, gfsa, neutreno, fusion and their combinations" in str(refusal.value)
 
 
 def test_a_comparison_refuses_an_unpatchable_method_before_any_run(tmp_path):
     base = _config(max_steps=3, output_dir=str(tmp_path / "compare"))
     with pytest.raises(ValueError, match=r"method 'agf' uses attention 'agf'.*takes: softmax, "
-                                         r"gfsa, neutreno, gfsa\+neutreno, fusion"):
+                                         r"gfsa, neutreno, fusion and their combinations"):
         CompareConfig(base=base, methods=("softmax", "agf"), seeds=(0,))
     assert not (tmp_path / "compare").exists()
 
@@ -219,7 +225,9 @@ def test_patch_options_reach_the_patched_layers(sentiment):
         "attention_options": {"K": 2, "learn": ["w0", "wK"]}, "attention_layers": [1, 3],
         "neutreno_lambda": 0.4}), sentiment)
     spec = get_patch_state(model.backbone).spec
-    assert (spec.method, spec.K, spec.lam, spec.layers) == ("gfsa+neutreno", 2, 0.4, {1, 3})
+    assert (spec.method, spec.K, spec.neutreno_lambda, spec.layers) == (
+        "gfsa+neutreno", 2, 0.4, {1, 3}
+    )
     names = sorted(name for name, _ in patched_parameters(model.backbone))
     assert names == [f"encoder.layer.{i}.attention.self.filterformer.{w}"
                      for i in (1, 3) for w in ("w0", "wK")]

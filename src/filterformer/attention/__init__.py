@@ -6,8 +6,8 @@ by name.
 
 from .agf import AGF_AUX_LOSS, AttentiveGraphFilterAttention
 from .base import AttentionBase, AttentionInputs, merge_heads, split_heads
-from .cache import DecodingCache, LayerCache
 from .context import AttentionContext, AttentionMaps
+from .decoding_cache import DecodingCache, LayerCache
 from .gfsa import GraphFilterAttention
 from .registry import (
     ATTENTION_REGISTRY,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_choice, check_integer
 from ..functional import (
     POLYNOMIAL_BASES,
     agf_attend,
@@ -48,40 +47,56 @@ class AttentiveGraphFilterAttention(AttentionBase):
     context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
     over layers and adds it to its loss. The block runs in float32 even under autocast. There is
     no probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
-    Non-causal only; takes a ``padding_mask`` but no ``attn_mask``.
+    Non-causal only; masks only keys: a ``padding_mask``, or an ``attn_mask`` of shape
+    ``(B, 1, 1, N)``.
 
     Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection (and on the singular values' projection).
+        attn_drop: dropout on the filtered output (see above).
+        proj_drop: dropout after the output projection.
+        causal: must be False (AGF is non-causal only).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
         K: the highest polynomial order (≥ 1).
         basis: one of ``"jacobi"``, ``"legendre"``, ``"chebyshev"``, ``"monomial"``.
         a, b: the Jacobi parameters (``basis="jacobi"`` only).
         orthogonality_weight: γ, the regulariser's weight in the model's loss (0 disables it).
-        (other arguments as :class:`AttentionBase`)
     """
 
     supports_causal = False
+    key_padding_only = True
+    options = ("K", "basis", "a", "b", "orthogonality_weight", *AttentionBase.options)
 
     def __init__(
         self,
         dim: int,
         num_heads: int = 8,
-        *base_args: Any,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
         K: int = 5,
         basis: str = "jacobi",
         a: float = 1.0,
         b: float = 1.0,
         orthogonality_weight: float = 0.01,
-        **base_options: Any,
     ) -> None:
-        if basis not in POLYNOMIAL_BASES:
-            raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
-        if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-            raise ValueError(f"K must be an integer >= 1 (the paper's default is 5); got {K!r}")
+        check_choice("basis", basis, POLYNOMIAL_BASES)
+        check_integer("K", K, hint=" (the paper's default is 5)")
         if basis == "jacobi":
             check_jacobi_parameters(K, a, b)
         a, b = NAMED_JACOBI_PARAMETERS.get(basis, (float(a), float(b)))
         if not orthogonality_weight >= 0:
             raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
-        super().__init__(dim, num_heads, *base_args, **base_options)
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
         self.K = K
         self.basis = basis
         self.a, self.b = a, b
@@ -99,11 +114,6 @@ class AttentiveGraphFilterAttention(AttentionBase):
         self, q: Tensor, k: Tensor, inputs: AttentionInputs
     ) -> tuple[Tensor, Tensor, Tensor]:
         """U, Vs and G, each ``(B, h, N, d)``, in at least float32; call with autocast off."""
-        if inputs.attn_mask is not None:
-            raise ValueError(
-                "AGF takes a padding_mask (B, N), not an attn_mask; it is non-causal and has no "
-                "score matrix to mask"
-            )
         dtype = _compute_dtype(q)
         rho_q, rho_k = efficient_feature_maps(q.to(dtype), k.to(dtype), inputs.padding_mask)
         weight = self.singular_values.weight.to(dtype)
@@ -129,6 +139,20 @@ class AttentiveGraphFilterAttention(AttentionBase):
             rho_q, rho_k, g = self._factors(q, k, inputs)
             attention = rho_q @ rho_k.transpose(-1, -2)
             return AttentionMaps(attention=attention, filter=agf_filter(rho_q, rho_k, g))
+
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """The filter's response ``G(σ) = Σ_k θ_k P_k(σ)`` at singular values σ (METHODS.md §3).
+
+        Args:
+            sigma: ``(M,)`` singular values in ``[0, 1]``; θ is taken to its dtype and device.
+
+        Returns:
+            ``(1, M)``, one curve shared by every head:
+            :func:`~filterformer.functional.agf_response` of this layer's θ, basis and Jacobi
+            parameters.
+        """
+        theta = self.theta.to(sigma)
+        return agf_response(sigma, theta, basis=self.basis, a=self.a, b=self.b).unsqueeze(0)
 
     def extra_repr(self) -> str:
         basis = f"jacobi(a={self.a}, b={self.b})" if self.basis == "jacobi" else self.basis

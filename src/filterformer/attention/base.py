@@ -13,10 +13,11 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..functional import attention_matrix, check_key_padding_mask, neutreno
+from ..checks import check_probability
+from ..functional import attention_matrix, check_key_padding_mask, key_padding_from_attn_mask
 from ..optim import exclude_from_weight_decay
-from .cache import LayerCache
 from .context import AttentionContext, AttentionMaps
+from .decoding_cache import LayerCache
 
 __all__ = ["AttentionBase", "AttentionInputs", "merge_heads", "split_heads"]
 
@@ -59,6 +60,9 @@ class AttentionInputs:
 class AttentionBase(nn.Module):
     """Multi-head attention with a pluggable filter.
 
+    A method's constructor spells out this signature, then its own keyword-only options, and
+    names those options in :attr:`options`: timm's explicit keyword signature, no ``**kwargs``.
+
     Args:
         dim: model width D.
         num_heads: heads h; D must be divisible by h.
@@ -73,8 +77,15 @@ class AttentionBase(nn.Module):
 
     #: whether the method can run causally (with masks and a decoding cache).
     supports_causal: ClassVar[bool] = True
+    #: whether the method takes only key-padding masks (no per-query mask, no score matrix).
+    key_padding_only: ClassVar[bool] = False
     #: the registry name, set by :func:`~filterformer.attention.register_attention`.
     method: ClassVar[str] = "base"
+    #: the constructor's keyword options besides ``dim`` and ``num_heads``, the method's own
+    #: first; a subclass whose constructor adds options lists them here (the registry reads it).
+    options: ClassVar[tuple[str, ...]] = (
+        "qkv_bias", "attn_drop", "proj_drop", "causal", "neutreno_lambda", "neutreno_learnable",
+    )
 
     def __init__(
         self,
@@ -91,9 +102,8 @@ class AttentionBase(nn.Module):
         super().__init__()
         if num_heads < 1 or dim % num_heads:
             raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
-        for name, p in (("attn_drop", attn_drop), ("proj_drop", proj_drop)):
-            if not 0.0 <= p < 1.0:
-                raise ValueError(f"{name} must be in [0, 1); got {p}")
+        check_probability("attn_drop", attn_drop)
+        check_probability("proj_drop", proj_drop)
         if causal and not self.supports_causal:
             raise ValueError(
                 f"attention {self.method!r} is non-causal only; use a causal method such as "
@@ -159,7 +169,8 @@ class AttentionBase(nn.Module):
 
         Args:
             x: ``(B, N, D)`` input.
-            attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument).
+            attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument); for
+                methods with ``key_padding_only``, a key-padding mask ``(B, 1, 1, S)``.
             padding_mask: ``(B, S)`` bool, True at real tokens; with a cache S covers the past.
             context: the per-forward context (NeuTRENO's V⁰, aux losses, recorded maps); a fresh
                 one when None, which makes this layer the first.
@@ -178,6 +189,12 @@ class AttentionBase(nn.Module):
         keys, values = (k, v) if cache is None else cache.append_kv(k, v)
         if padding_mask is not None:
             check_key_padding_mask(padding_mask, x.shape[0], keys.shape[-2])
+        if attn_mask is not None and self.key_padding_only:
+            padding = key_padding_from_attn_mask(
+                attn_mask, x.shape[0], keys.shape[-2], method=f"attention {self.method!r}"
+            )
+            padding_mask = padding if padding_mask is None else padding & padding_mask
+            attn_mask = None
         inputs = AttentionInputs(
             x=x,
             residual=x if residual is None else residual,
@@ -188,10 +205,7 @@ class AttentionBase(nn.Module):
             cache=cache,
         )
         out = self.attend(q, keys, values, inputs)
-        if context.first_values is None:
-            context.first_values = v
-        elif self.uses_neutreno:
-            out = neutreno(out, v, context.first_values, self.neutreno_lambda)
+        out = context.neutreno(out, v, self.neutreno_lambda if self.uses_neutreno else None)
         if context.output_attentions:
             context.attention_maps.append(self.filter_matrix(q, keys, inputs))
         return self.proj_drop(self.proj(merge_heads(out)))

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..functional import neutreno
+
 __all__ = ["AttentionContext", "AttentionMaps"]
 
 
@@ -41,6 +43,39 @@ class AttentionContext:
     output_attentions: bool = False
     attention_maps: list[AttentionMaps] = field(default_factory=list)
     aux_losses: dict[str, tuple[float, list[Tensor]]] = field(default_factory=dict)
+
+    def neutreno(self, out: Tensor, values: Tensor, lam: float | Tensor | None) -> Tensor:
+        """NeuTRENO's V⁰ rule (METHODS.md §2) for the attention layer running now.
+
+        The first layer of the pass provides V⁰ (its values) and keeps its output; every later
+        layer with a λ gets ``out + λ·(V⁰ − V)``. Every path (native modules, patched Hugging Face
+        and timm models) applies the term through this method.
+
+        Args:
+            out: ``(B, h, L, d)`` the layer's attention output before its output projection.
+            values: ``(B, h, L, d)`` its values at the same positions.
+            lam: λ (a float, or ``(h,)`` per head); None or 0 leaves ``out`` as it is.
+
+        Returns:
+            ``(B, h, L, d)``.
+
+        Raises:
+            ValueError: when V⁰ was recorded at other positions or heads (a layer called outside
+                its model's forward pass, or recomputed by gradient checkpointing).
+        """
+        if self.first_values is None:
+            self.first_values = values
+            return out
+        if lam is None or (not isinstance(lam, Tensor) and lam == 0.0):
+            return out
+        if self.first_values.shape != values.shape:
+            raise ValueError(
+                "NeuTRENO needs V⁰, the first attention layer's values of the same forward pass, "
+                f"at the same positions: it holds shape {tuple(self.first_values.shape)} and this "
+                f"layer's values have {tuple(values.shape)}; call the model itself (not one of "
+                "its layers) and do not use gradient checkpointing"
+            )
+        return neutreno(out, values, self.first_values, lam)
 
     def add_aux_loss(self, name: str, value: Tensor, weight: float) -> None:
         """Record a layer's auxiliary loss; same-name losses are averaged, then weighted."""

@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from ..functional import (
-    GFSA_BASES,
-    attention_powers,
-    efficient_attention_powers,
-    efficient_feature_maps,
-    gfsa_combine,
-    gfsa_filter,
-)
+from ..functional import GFSA_BASES, efficient_feature_maps, gfsa, gfsa_filter, gfsa_response
 from ..functional.gfsa import check_order
 from ..methods import GFSA_ORDER
 from ..optim import exclude_from_weight_decay
@@ -40,28 +31,42 @@ class GraphFilterAttention(AttentionBase):
     applied to the filtered output instead.
 
     Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection.
+        attn_drop: dropout on the filtered output (see above).
+        proj_drop: dropout after the output projection.
+        causal: whether the layer is causal (``base="softmax"`` only).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
         K: the filter order (≥ 2) approximated by the Taylor stand-in for ``Ā^K``.
         learn: which of ``"w0"``, ``"w1"``, ``"wK"`` are learned; the others are fixed buffers
             (the reference implementation learns only ``wK``).
         exact_power: use the true ``Ā^K V`` (K chained calls) instead of the Taylor stand-in.
         base: ``"softmax"`` or ``"efficient"`` (Efficient Attention, linear in N, non-causal).
-        (other arguments as :class:`AttentionBase`)
     """
+
+    options = ("K", "learn", "exact_power", "base", *AttentionBase.options)
 
     def __init__(
         self,
         dim: int,
         num_heads: int = 8,
-        *base_args: Any,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
         K: int = GFSA_ORDER,
         learn: Iterable[str] = ("w0", "w1", "wK"),
         exact_power: bool = False,
         base: str = "softmax",
-        **base_options: Any,
     ) -> None:
         if base not in GFSA_BASES:
             raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
-        if base == "efficient" and base_options.get("causal", False):
+        if base == "efficient" and causal:
             raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
         learn = (learn,) if isinstance(learn, str) else tuple(learn)
         unknown = set(learn) - set(GFSA_COEFFICIENTS)
@@ -70,7 +75,10 @@ class GraphFilterAttention(AttentionBase):
                 f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; "
                 f"got {sorted(unknown)}"
             )
-        super().__init__(dim, num_heads, *base_args, **base_options)
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
         self.K = check_order(K)
         self.exact_power = exact_power
         self.base = base
@@ -83,28 +91,17 @@ class GraphFilterAttention(AttentionBase):
                 self.register_buffer(name, init)
 
     @property
-    def num_powers(self) -> int:
-        return self.K if self.exact_power else 2
+    def key_padding_only(self) -> bool:  # type: ignore[override]
+        """The efficient base masks only keys."""
+        return self.base == "efficient"
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
-        if self.base == "efficient":
-            if inputs.attn_mask is not None:
-                raise ValueError("base='efficient' takes a padding_mask, not an attn_mask")
-            powers = efficient_attention_powers(q, k, v, self.num_powers, inputs.padding_mask)
-        else:
-            cache = inputs.cache
-            extend = None if cache is None else (lambda n, y: cache.append_signal(f"power{n}", y))
-            powers = attention_powers(
-                q, k, v, self.num_powers, attn_mask=inputs.attn_mask,
-                key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
-                scale=self.scale, extend=extend,
-            )
-        values = v[..., v.shape[-2] - q.shape[-2] :, :]
-        out = gfsa_combine(
-            values, powers[0], powers[-1], self.w0, self.w1, self.wK, K=self.K,
-            exact_power=self.exact_power,
+        return gfsa(
+            q, k, v, self.w0, self.w1, self.wK, K=self.K, attn_mask=inputs.attn_mask,
+            key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
+            exact_power=self.exact_power, base=self.base, scale=self.scale,
+            dropout_p=self.attn_drop if self.training else 0.0, past=inputs.cache,
         )
-        return F.dropout(out, self.attn_drop, self.training)
 
     def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
         if self.base == "efficient":
@@ -116,6 +113,20 @@ class GraphFilterAttention(AttentionBase):
             attn, self.w0, self.w1, self.wK, K=self.K, exact_power=self.exact_power
         )
         return AttentionMaps(attention=attn, filter=filt)
+
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """The filter's response ``g(σ)`` per head at graph frequencies σ (METHODS.md §1).
+
+        Args:
+            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
+                device.
+
+        Returns:
+            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this layer's ``w0``,
+            ``w1``, ``wK``, ``K`` and ``exact_power``.
+        """
+        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
+        return gfsa_response(sigma, w0, w1, wK, K=self.K, exact_power=self.exact_power)
 
     def extra_repr(self) -> str:
         return (

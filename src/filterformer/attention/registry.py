@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -64,14 +63,9 @@ def build_attention(name: str, dim: int, num_heads: int, **options: Any) -> Atte
 
 
 def attention_options(cls: type[AttentionBase]) -> tuple[str, ...]:
-    """Keyword options a method's constructor takes besides ``dim`` and ``num_heads``."""
-    names: list[str] = []
-    for klass in cls.__mro__:
-        if not (isinstance(klass, type) and issubclass(klass, AttentionBase)):
-            continue
-        for param in inspect.signature(klass.__init__).parameters.values():
-            if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-                continue
-            if param.name not in ("self", "dim", "num_heads") and param.name not in names:
-                names.append(param.name)
-    return tuple(names)
+    """Keyword options a method's constructor takes besides ``dim`` and ``num_heads``.
+
+    The class's own declaration (:attr:`AttentionBase.options`): the method's options first,
+    then the base's.
+    """
+    return cls.options

@@ -5,11 +5,10 @@ METHODS.md §4.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_choice, check_integer
 from ..functional import (
     SAMPLING_MODES,
     attend,
@@ -62,40 +61,58 @@ class SamplingAttention(AttentionBase):
     While training, Gumbel noise is added once per token and head and the sample is
     differentiable (see :func:`~filterformer.functional.differentiable_topk`); evaluation is
     deterministic unless ``eval_noise``. In evaluation the hard mode is one top-k and a gather;
-    the soft mode keeps the mixture. Non-causal only; takes a ``padding_mask`` but no
-    ``attn_mask``.
+    the soft mode keeps the mixture. Non-causal only; masks only keys: a
+    ``padding_mask``, or an ``attn_mask`` of shape ``(B, 1, 1, N)``.
 
     Args:
+        dim: model width D.
+        num_heads: heads h; D must be divisible by h.
+        qkv_bias: bias on the fused q/k/v projection.
+        attn_drop: dropout on the attention probabilities over the sampled tokens.
+        proj_drop: dropout after the output projection.
+        causal: must be False (SAMSA is non-causal only).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
         num_samples: k, the tokens each head samples.
         mode: ``"soft"`` (mixture of chosen and runner-up tokens) or ``"hard"`` (exact top k
             forward, straight-through gradient to the scores).
         temperature: τ of the Gumbel sigmoid.
         eval_noise: keep the Gumbel noise in evaluation (as the authors' released code does).
         score_hidden_dim: hidden width of the importance-score MLP (D when None).
-        (other arguments as :class:`AttentionBase`)
     """
 
     supports_causal = False
+    key_padding_only = True
+    options = (
+        "num_samples", "mode", "temperature", "eval_noise", "score_hidden_dim",
+        *AttentionBase.options,
+    )
 
     def __init__(
         self,
         dim: int,
         num_heads: int = 8,
-        *base_args: Any,
+        qkv_bias: bool = False,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        *,
+        causal: bool = False,
+        neutreno_lambda: float = 0.0,
+        neutreno_learnable: bool = False,
         num_samples: int = 32,
         mode: str = "soft",
         temperature: float = 1.0,
         eval_noise: bool = False,
         score_hidden_dim: int | None = None,
-        **base_options: Any,
     ) -> None:
-        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be an integer >= 1; got {num_samples!r}")
-        if mode not in SAMPLING_MODES:
-            raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
+        check_integer("num_samples", num_samples)
+        check_choice("mode", mode, SAMPLING_MODES)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")
-        super().__init__(dim, num_heads, *base_args, **base_options)
+        super().__init__(
+            dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
+            neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
+        )
         self.num_samples = num_samples
         self.mode = mode
         self.temperature = float(temperature)
@@ -115,11 +132,6 @@ class SamplingAttention(AttentionBase):
         Gumbel noise (when ``noise``) goes on the tokens' scores only; padded tokens get the
         dtype's minimum afterwards, so no noise can lift them.
         """
-        if inputs.attn_mask is not None:
-            raise ValueError(
-                "SAMSA takes a padding_mask (B, N), not an attn_mask; it is non-causal and each "
-                "head attends to its own sampled keys"
-            )
         scores = self.importance(inputs.residual)
         # Gumbel noise and sigmoid comparisons of close scores need more than half precision.
         scores = scores.to(torch.promote_types(scores.dtype, torch.float32))

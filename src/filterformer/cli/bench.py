@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 import shlex
 from pathlib import Path
 
@@ -22,147 +20,94 @@ from ..bench import (
     QUICK_LENGTHS,
     BenchSettings,
     BenchShape,
-    evaluate_targets,
-    machine_info,
-    markdown_report,
     method_names,
-    run_benchmarks,
-    save_records,
+    run_and_write,
 )
-from ..bench.allocator import ALLOCATORS
-from ..bench.config import DEVICES, resolve_device
-from ..bench.paired import PAIRED_CHOICES, paired_results
-from ..jsonsafe import finite_json
+from ..bench.paired_rounds import PAIRED_CHOICES
+from ..bench.run_outputs import OUTPUT_FILES
+from ..bench.step_measures import ALLOCATORS
+from ..bench.sweep import DEVICES
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
-DEFAULT_BUDGET_S = BenchSettings.config_budget_s
-DEFAULT_TARGET_BUDGET_S = BenchSettings.target_budget_s
+#: The options the report's command line repeats, in this order, where they differ from the
+#: defaults.
+_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "warmup", "device", "batch",
+           "heads", "head_dim", "depth", "memory_budget_mb", "budget_s", "target_budget_s",
+           "in_process", "allocator", "paired")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--methods", nargs="+", metavar="METHOD",
-        help="methods to run (default: all; see --list)",
-    )
-    parser.add_argument(
-        "--lengths", nargs="+", type=int, metavar="N",
+    add = parser.add_argument
+    add("--methods", nargs="+", metavar="METHOD", help="methods to run (default: all; see --list)")
+    add("--lengths", nargs="+", type=int, metavar="N",
         help=f"sequence lengths (default: {' '.join(map(str, DEFAULT_LENGTHS))} and those the "
-        f"targets read; --quick: {' '.join(map(str, QUICK_LENGTHS))})",
-    )
-    parser.add_argument("--modes", nargs="+", choices=MODES, help="default: train inference")
-    parser.add_argument(
-        "--repeats", type=int, default=None, help="most timed repeats (default 5; --quick 2)"
-    )
-    parser.add_argument("--warmup", type=int, default=1, help="untimed warm-up steps (default 1)")
-    parser.add_argument("--device", choices=DEVICES, default="auto", help="default: auto")
-    parser.add_argument(
-        "--output", type=Path, default=Path("bench-results"),
-        help="directory for bench.json, bench.md, bench.png (default: bench-results)",
-    )
-    parser.add_argument(
-        "--quick", action="store_true",
-        help="tiny sizes and lengths (smoke test): B=1, h=2, d=8, depth 1",
-    )
-    parser.add_argument("--batch", type=int, help="B (default 2)")
-    parser.add_argument("--heads", type=int, help="h (default 4)")
-    parser.add_argument("--head-dim", type=int, help="d (default 64)")
-    parser.add_argument("--depth", type=int, help="blocks of the model benchmarks (default 4)")
-    parser.add_argument(
-        "--budget-s", type=float, default=DEFAULT_BUDGET_S,
-        help=f"skip configurations projected to take longer in total (default "
-        f"{DEFAULT_BUDGET_S:g})",
-    )
-    parser.add_argument(
-        "--target-budget-s", type=float, default=DEFAULT_TARGET_BUDGET_S,
-        help=f"the same for the configurations the targets read (default "
-        f"{DEFAULT_TARGET_BUDGET_S:g})",
-    )
-    parser.add_argument(
-        "--memory-budget-mb", type=float, default=None,
+        f"targets read; --quick: {' '.join(map(str, QUICK_LENGTHS))})")
+    add("--modes", nargs="+", choices=MODES, help="default: train inference")
+    add("--repeats", type=int, help="most timed repeats (default 5; --quick 2)")
+    add("--warmup", type=int, default=1, help="untimed warm-up steps (default 1)")
+    add("--device", choices=DEVICES, default="auto", help="default: auto")
+    add("--output", type=Path, default=Path("bench-results"),
+        help=f"directory for {', '.join(OUTPUT_FILES)} (default: bench-results)")
+    add("--quick", action="store_true",
+        help="tiny sizes and lengths (smoke test): B=1, h=2, d=8, depth 1")
+    add("--batch", type=int, help="B (default 2)")
+    add("--heads", type=int, help="h (default 4)")
+    add("--head-dim", type=int, help="d (default 64)")
+    add("--depth", type=int, help="blocks of the model benchmarks (default 4)")
+    add("--budget-s", type=float, default=BenchSettings.config_budget_s,
+        help="skip configurations projected to take longer in total (default %(default)g)")
+    add("--target-budget-s", type=float, default=BenchSettings.target_budget_s,
+        help="the same for the configurations the targets read (default %(default)g)")
+    add("--memory-budget-mb", type=float,
         help="skip configurations projected to need more extra memory "
-        "(default: 60%% of available memory, at most 8192 on the CPU)",
-    )
-    parser.add_argument(
-        "--in-process", action="store_true",
+        "(default: 60%% of available memory, at most 8192 on the CPU)")
+    add("--in-process", action="store_true",
         help="measure every configuration in this process (faster; CPU memory figures then "
-        "share one heap)",
-    )
-    parser.add_argument(
-        "--allocator", choices=ALLOCATORS, default="reuse",
+        "share one heap)")
+    add("--allocator", choices=ALLOCATORS, default="reuse",
         help="CPU heap while timing: reuse freed memory (default) or glibc's defaults, under "
-        "which every tensor of 32 MiB or more page-faults anew each step",
-    )
-    parser.add_argument(
-        "--paired", choices=PAIRED_CHOICES, default="auto",
+        "which every tensor of 32 MiB or more page-faults anew each step")
+    add("--paired", choices=PAIRED_CHOICES, default="auto",
         help="re-measure time targets with both sides alternated in one process: those within "
-        "25%% of their bound (auto, default), all, or none; a target's verdict reads its paired "
-        "ratio where one was measured",
-    )
-    parser.add_argument("--list", action="store_true", help="list the methods and exit")
-
-
-def _shape(args: argparse.Namespace) -> BenchShape:
-    base = BenchShape.quick() if args.quick else BenchShape()
-    sizes = {
-        "batch": args.batch, "heads": args.heads, "head_dim": args.head_dim, "depth": args.depth,
-    }
-    return dataclasses.replace(base, **{k: v for k, v in sizes.items() if v is not None})
+        "25%% of their bound (auto, default), all, or none; a target's verdict reads its "
+        "paired ratio where one was measured")
+    add("--list", action="store_true", help="list the methods and exit")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
-    """The :class:`BenchSettings` the command line asks for."""
+    """The :class:`~filterformer.bench.BenchSettings` the command line asks for."""
     repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1; got {repeats}")
+    sizes = {"batch": args.batch, "heads": args.heads, "head_dim": args.head_dim,
+             "depth": args.depth}
+    shape = dataclasses.replace(BenchShape.quick() if args.quick else BenchShape(),
+                                **{k: v for k, v in sizes.items() if v is not None})
     return BenchSettings(
-        methods=tuple(args.methods) if args.methods else method_names(),
+        methods=tuple(args.methods or method_names()),
         lengths=tuple(args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)),
-        modes=tuple(args.modes or MODES),
-        device=args.device,
-        shape=_shape(args),
-        repeats=repeats,
-        min_repeats=min(3, repeats),
-        warmup=args.warmup,
-        config_budget_s=args.budget_s,
-        target_budget_s=args.target_budget_s,
-        memory_budget_mb=args.memory_budget_mb,
-        isolate=False if args.in_process else None,
-        allocator=args.allocator,
+        modes=tuple(args.modes or MODES), device=args.device, shape=shape, repeats=repeats,
+        min_repeats=min(3, repeats), warmup=args.warmup, config_budget_s=args.budget_s,
+        target_budget_s=args.target_budget_s, memory_budget_mb=args.memory_budget_mb,
+        isolate=False if args.in_process else None, allocator=args.allocator,
         target_lengths=not (args.lengths or args.quick),
     )
 
 
-def _command(settings: BenchSettings, args: argparse.Namespace) -> str:
+def _command(args: argparse.Namespace) -> str:
+    """The command line that repeats this run."""
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    default = vars(defaults.parse_args([]))
     parts = ["filterformer", "bench"]
-    if args.quick:
-        parts.append("--quick")
-    if args.methods:
-        parts += ["--methods", *settings.methods]
-    if args.lengths:
-        parts += ["--lengths", *map(str, settings.lengths)]
-    if args.modes:
-        parts += ["--modes", *settings.modes]
-    if args.repeats is not None:
-        parts += ["--repeats", str(settings.repeats)]
-    if args.device != "auto":
-        parts += ["--device", args.device]
-    for flag, value in (
-        ("--batch", args.batch), ("--heads", args.heads), ("--head-dim", args.head_dim),
-        ("--depth", args.depth), ("--memory-budget-mb", args.memory_budget_mb),
-    ):
-        if value is not None:
-            parts += [flag, f"{value:g}"]
-    if args.budget_s != DEFAULT_BUDGET_S:
-        parts += ["--budget-s", f"{args.budget_s:g}"]
-    if args.target_budget_s != DEFAULT_TARGET_BUDGET_S:
-        parts += ["--target-budget-s", f"{args.target_budget_s:g}"]
-    if args.in_process:
-        parts.append("--in-process")
-    if args.allocator != "reuse":
-        parts += ["--allocator", args.allocator]
-    if args.paired != "auto":
-        parts += ["--paired", args.paired]
+    for name in _ECHOED:
+        value = getattr(args, name)
+        if value != default[name]:
+            values = [] if value is True else value if isinstance(value, list) else [value]
+            parts += ["--" + name.replace("_", "-")] + [
+                v if isinstance(v, str) else f"{v:g}" for v in values
+            ]
     return shlex.join(parts)
 
 
@@ -171,38 +116,8 @@ def run(args: argparse.Namespace) -> int:
         for name, method in BENCH_METHODS.items():
             print(f"{name:<20} {method.level:<7} {method.timed}")
         return 0
-    settings = settings_from_args(args)
-    device = resolve_device(settings.device)
-    args.output.mkdir(parents=True, exist_ok=True)
-    machine = machine_info(device)
-    print(f"filterformer bench on {device} ({machine['cpu']}, {machine['torch_threads']} threads)")
-    records = run_benchmarks(settings, log=print)
-    if hasattr(os, "getloadavg"):
-        # Other work on the machine moves CPU timings: say how busy it was throughout.
-        machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    results = evaluate_targets(records)
-    results = paired_results(
-        records, results, shape=settings.shape, device=device, allocator=settings.allocator,
-        which=args.paired, log=print,
-    )
-    report = markdown_report(records, results, machine, _command(settings, args))
-    save_records(records, args.output / "bench.json")
-    (args.output / "bench.md").write_text(report)
-    (args.output / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
-    targets = [
-        {
-            "target": r.target.name, "mode": r.mode, "ratio": r.ratio, "op": r.target.op,
-            "bound": r.target.bound, "paired": r.paired, "paired_spread": r.paired_spread,
-            "passed": r.passed,
-        }
-        for r in results
-    ]
-    (args.output / "targets.json").write_text(json.dumps(finite_json(targets), indent=1) + "\n")
-    if any(r.measured for r in records):
-        from ..bench.plot import plot_records
-
-        plot_records(records, args.output / "bench.png")
-    print()
-    print(report)
-    print(f"wrote {args.output}/bench.json, bench.md, bench.png, machine.json, targets.json")
+    report = run_and_write(settings_from_args(args), args.output, paired=args.paired,
+                           command=_command(args))
+    print(f"\n{report}")
+    print(f"wrote {args.output}/{', '.join(OUTPUT_FILES)}")
     return 0

@@ -87,7 +87,7 @@ def _load_task(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast (matplotlib loads with the plots).
     from ..diagnostics import diagnose, load_reports, random_batches, save_reports, task_batches
-    from ..diagnostics.plots import FIGURE_FORMATS, plot_report
+    from ..diagnostics.figures import FIGURE_FORMATS, plot_report
 
     models = args.models or []
     if not models and not args.compare:

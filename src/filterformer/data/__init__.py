@@ -21,11 +21,11 @@ from .images import load_digits_task, load_fashion_mnist, patchify, read_fashion
 from .listops import evaluate_listops, generate_listops, load_listops
 from .molecules import molecule_graphs, smiles_to_graph
 from .pathfinder import DRAW_THRESHOLD, PathfinderImages, generate_pathfinder, load_pathfinder
-from .registry import TASKS, load_task, task_options
 from .sentiment import load_sentiment, load_sentiment_bytes, read_movie_snippets
 from .sources import MissingSourceError
 from .splits import SPLIT_SEED, carve_validation, split_indices
 from .task import GRAPH_KINDS, TASK_KINDS, TaskData
+from .task_registry import TASKS, load_task, task_options
 from .text import load_text_lm, read_austen, read_corpus, read_text_path
 from .ts_format import TimeSeriesCases, parse_ts, read_ts
 from .uea import load_uea, read_uea

@@ -10,6 +10,8 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
+from ..checks import check_integer
+
 __all__ = [
     "IGNORE_INDEX",
     "PAD_ID",
@@ -78,8 +80,7 @@ class LanguageModelingDataset(Dataset):
     """
 
     def __init__(self, tokens: Tensor, block_size: int) -> None:
-        if block_size < 1:
-            raise ValueError(f"max_len must be a positive integer; got {block_size}")
+        check_integer("max_len", block_size)
         if tokens.dim() != 1 or len(tokens) < 2:
             shape = tuple(tokens.shape)
             raise ValueError(f"tokens must be a 1-D stream of at least 2 tokens; got {shape}")

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..checks import check_integer
 from .cache import cache_key, cache_root, cached_arrays
 from .datasets import SequenceDataset, collate_sequences
 from .raster import dilate, gather_window, scatter_window, segment_coverage
@@ -280,8 +281,7 @@ def generate_pathfinder(
     """
     if contour_length not in CONTOUR_LENGTHS:
         raise ValueError(f"contour_length must be one of {CONTOUR_LENGTHS}; got {contour_length!r}")
-    if num_samples < 1:
-        raise ValueError(f"num_samples must be a positive integer; got {num_samples}")
+    check_integer("num_samples", num_samples)
     rng = np.random.default_rng(seed)
     labels = np.zeros(num_samples, dtype=np.int64)
     labels[rng.permutation(num_samples)[: num_samples // 2]] = 1

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..checks import check_integer
+
 __all__ = [
     "SPLIT_SEED",
     "carve_validation",
@@ -80,8 +82,7 @@ def subsample(indices: np.ndarray, size: int | None, seed: int) -> np.ndarray:
     """At most ``size`` of ``indices``, drawn at random with ``seed`` (all of them when None)."""
     if size is None or size >= len(indices):
         return indices
-    if size <= 0:
-        raise ValueError(f"num_train must be a positive integer or None; got {size}")
+    check_integer("num_train", size, optional=True)
     chosen = np.random.default_rng(seed).choice(len(indices), size=size, replace=False)
     return indices[np.sort(chosen)]
 

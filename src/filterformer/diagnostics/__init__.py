@@ -4,7 +4,7 @@ Metrics are pure functions of tensors (``(B, N, D)`` hidden states or ``(L, B, N
 ``(B, N)`` bool masks with True at real tokens). :func:`capture` reads intermediates out of
 filterformer, Hugging Face, timm or any hooked model; :func:`diagnose` streams batches through a
 model and averages every metric per layer into a :class:`DiagnosticsReport`, which
-:mod:`~filterformer.diagnostics.plots` draws; :func:`random_batches` and :func:`task_batches`
+:mod:`~filterformer.diagnostics.figures` draws; :func:`random_batches` and :func:`task_batches`
 make the batches to diagnose on.
 """
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_integer
 from .accumulate import MeanAccumulator, MinAccumulator, SumAccumulator
 from .capture import CapturedForward, call_model, capture, model_kind
 from .frequency import filter_frequency_response, frequency_grid
@@ -206,8 +207,7 @@ def diagnose(
     Raises:
         ValueError: for an unsupported model, no batch, or ``max_batches < 1``.
     """
-    if max_batches is not None and max_batches < 1:
-        raise ValueError(f"max_batches must be a positive integer or None; got {max_batches}")
+    check_integer("max_batches", max_batches, optional=True)
     kind = model_kind(model, layers)
     if attentions is None:
         attentions = kind != "hooks"

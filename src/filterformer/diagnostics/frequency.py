@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..checks import check_integer
 from ..functional import check_key_padding_mask
 
 __all__ = ["FrequencyResponse", "filter_frequency_response", "frequency_grid"]
@@ -105,8 +106,7 @@ def filter_frequency_response(
     mask = check_key_padding_mask(mask, batch, length).to(filters.device)
     lengths = mask.sum(dim=-1)
     size = int(lengths.max()) if num_frequencies is None else num_frequencies
-    if size < 1:
-        raise ValueError(f"num_frequencies must be a positive integer; got {size}")
+    check_integer("num_frequencies", size)
     # Move each sample's real tokens to the front, in order, so its filter is the top-left block.
     order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
     index = order[:, None, :, None].expand(batch, heads, length, length)

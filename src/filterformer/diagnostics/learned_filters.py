@@ -1,7 +1,8 @@
 """The filters a model has learned, as responses over graph frequencies σ ∈ [0, 1].
 
 GFSA's ``g(σ) = w0 + w1σ + wK(σ + (K−1)(σ² − σ))`` per head and layer (METHODS.md §1, the
-paper's Fig. 7) and AGF's polynomial ``G(σ) = Σ_k θ_k P_k(σ)`` per layer (METHODS.md §3).
+paper's Fig. 7) and AGF's polynomial ``G(σ) = Σ_k θ_k P_k(σ)`` per layer (METHODS.md §3). Every
+layer computes its own response (``filter_response(sigma)``); this module only finds the layers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..functional import POLYNOMIAL_BASES, agf_response, gfsa_response
+from ..checks import check_integer
+from ..functional import agf_response
 
 __all__ = [
     "LearnedFilter",
@@ -39,37 +41,36 @@ class LearnedFilter:
 
 def frequency_points(num_points: int = 101, dtype: torch.dtype = torch.float64) -> Tensor:
     """``num_points`` evenly spaced graph frequencies from 0 to 1, ``(M,)``."""
-    if isinstance(num_points, bool) or not isinstance(num_points, int) or num_points < 2:
-        raise ValueError(f"num_points must be an integer >= 2; got {num_points!r}")
+    check_integer("num_points", num_points, minimum=2)
     return torch.linspace(0.0, 1.0, num_points, dtype=dtype)
 
 
-def _gfsa_order(module: nn.Module) -> int | None:
-    """K of a GFSA layer: its own ``K``, or its patch's (a patched Hugging Face module keeps the
-    coefficients and reads K from the patch request); None for any other module."""
-    coefficients = (getattr(module, name, None) for name in ("w0", "w1", "wK"))
-    if not all(isinstance(w, Tensor) for w in coefficients):
-        return None
-    order = getattr(module, "K", None)
-    if order is None:
-        order = getattr(getattr(getattr(module, "state", None), "spec", None), "K", None)
-    return order if isinstance(order, int) else None
-
-
-def _is_agf(module: nn.Module) -> bool:
-    return getattr(module, "basis", None) in POLYNOMIAL_BASES and isinstance(
-        getattr(module, "theta", None), Tensor
+def _has_response(module: nn.Module, *coefficients: str) -> bool:
+    """Whether ``module`` exposes ``filter_response`` and holds the tensors named."""
+    return callable(getattr(module, "filter_response", None)) and all(
+        isinstance(getattr(module, name, None), Tensor) for name in coefficients
     )
+
+
+def _responses(model: nn.Module, num_points: int, *coefficients: str) -> list[LearnedFilter]:
+    """Every submodule's ``filter_response`` on :func:`frequency_points`, where the submodule
+    holds the ``coefficients`` that mark its kind of filter."""
+    sigma = frequency_points(num_points)
+    return [
+        LearnedFilter(name=name, sigma=sigma, response=module.filter_response(sigma))
+        for name, module in model.named_modules()
+        if _has_response(module, *coefficients)
+    ]
 
 
 @torch.no_grad()
 def gfsa_filter_responses(model: nn.Module, num_points: int = 101) -> list[LearnedFilter]:
     """``g(σ)`` of every GFSA layer of ``model``, in module order.
 
-    A layer is any submodule with ``w0``, ``w1``, ``wK`` tensors of shape ``(h,)`` and an
-    integer ``K`` of its own or of its patch (:class:`~filterformer.attention.GraphFilterAttention`
-    and layers patched by :func:`filterformer.patching.patch` alike). With ``exact_power=True``
-    the high-order term is ``σ^K`` itself, not the Taylor stand-in.
+    A layer is any submodule with ``w0``, ``w1``, ``wK`` tensors of shape ``(h,)`` and a
+    ``filter_response`` method (:class:`~filterformer.attention.GraphFilterAttention` and layers
+    patched by :func:`filterformer.patching.patch` alike). With ``exact_power=True`` the
+    high-order term is ``σ^K`` itself, not the Taylor stand-in.
 
     Args:
         model: any module.
@@ -78,17 +79,7 @@ def gfsa_filter_responses(model: nn.Module, num_points: int = 101) -> list[Learn
     Returns:
         One :class:`LearnedFilter` per GFSA layer, ``response`` ``(h, M)``; empty when none.
     """
-    sigma = frequency_points(num_points)
-    curves = []
-    for name, module in model.named_modules():
-        order = _gfsa_order(module)
-        if order is None:
-            continue
-        w0, w1, wK = (getattr(module, n).detach().double().cpu() for n in ("w0", "w1", "wK"))
-        exact = bool(getattr(module, "exact_power", False))
-        response = gfsa_response(sigma, w0, w1, wK, K=order, exact_power=exact)
-        curves.append(LearnedFilter(name=name, sigma=sigma, response=response))
-    return curves
+    return _responses(model, num_points, "w0", "w1", "wK")
 
 
 def agf_polynomial_responses(
@@ -118,18 +109,14 @@ def agf_polynomial_responses(
 def agf_filter_responses(model: nn.Module, num_points: int = 101) -> list[LearnedFilter]:
     """``G(σ)`` of every AGF layer of ``model`` (one curve per layer: heads share θ).
 
-    A layer is any submodule with a ``theta`` tensor and a ``basis`` name (with ``a``, ``b``),
-    as :class:`~filterformer.attention.AttentiveGraphFilterAttention` has.
+    A layer is any submodule with a ``theta`` tensor and a ``filter_response`` method, as
+    :class:`~filterformer.attention.AttentiveGraphFilterAttention` has.
+
+    Args:
+        model: any module.
+        num_points: frequencies sampled in ``[0, 1]``.
 
     Returns:
         One :class:`LearnedFilter` per AGF layer, ``response`` ``(1, M)``; empty when none.
     """
-    curves = []
-    for name, module in model.named_modules():
-        if _is_agf(module):
-            sigma, response = agf_polynomial_responses(
-                module.theta.detach().cpu(), module.basis, getattr(module, "a", 1.0),
-                getattr(module, "b", 1.0), num_points,
-            )
-            curves.append(LearnedFilter(name=name, sigma=sigma, response=response))
-    return curves
+    return _responses(model, num_points, "theta")

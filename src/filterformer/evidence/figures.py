@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy.stats import t as student_t
 
-from ..diagnostics.plots import save_figure
+from ..diagnostics.figures import save_figure
 from ..training.compare.statistics import CONFIDENCE
 from .claims import Claim, Setting
 from .comparisons import dotted_value, seed_values

@@ -5,10 +5,10 @@ Shapes follow :func:`torch.nn.functional.scaled_dot_product_attention`: q, k, v 
 """
 
 from .agf import agf, agf_attend, agf_coefficients, agf_filter, agf_orthogonality, agf_response
-from .attention import attend, attention_matrix
 from .efficient import efficient_attention, efficient_feature_maps
 from .gfsa import (
     GFSA_BASES,
+    PastPowers,
     attention_powers,
     efficient_attention_powers,
     gfsa,
@@ -16,7 +16,14 @@ from .gfsa import (
     gfsa_filter,
     gfsa_response,
 )
-from .masks import causal_mask, check_key_padding_mask, check_qkv, sdpa_mask
+from .masks import (
+    MASKED_SCORE,
+    causal_mask,
+    check_key_padding_mask,
+    check_qkv,
+    key_padding_from_attn_mask,
+    sdpa_mask,
+)
 from .neutreno import neutreno
 from .polynomials import (
     POLYNOMIAL_BASES,
@@ -35,11 +42,14 @@ from .sampling import (
     topk_gather,
     topk_split,
 )
+from .softmax import attend, attention_matrix
 
 __all__ = [
     "GFSA_BASES",
+    "MASKED_SCORE",
     "POLYNOMIAL_BASES",
     "SAMPLING_MODES",
+    "PastPowers",
     "agf",
     "agf_attend",
     "agf_coefficients",
@@ -63,6 +73,7 @@ __all__ = [
     "gfsa_response",
     "gumbel_noise",
     "jacobi_basis",
+    "key_padding_from_attn_mask",
     "legendre_basis",
     "monomial_basis",
     "neutreno",

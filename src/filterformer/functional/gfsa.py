@@ -7,17 +7,20 @@ an N×N matrix: ``Y1 = ĀV`` and ``Y2 = ĀY1 = Ā²V`` are two fused attention c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from .attention import attend
+from ..checks import check_integer
 from .efficient import efficient_feature_maps
-from .masks import check_qkv
+from .masks import check_qkv, key_padding_from_attn_mask
+from .softmax import attend
 
 __all__ = [
     "GFSA_BASES",
+    "PastPowers",
     "attention_powers",
     "gfsa",
     "gfsa_combine",
@@ -28,11 +31,21 @@ __all__ = [
 GFSA_BASES = ("softmax", "efficient")
 
 
+class PastPowers(Protocol):
+    """What decoding keeps of GFSA's signals at past positions (a layer's decoding cache).
+
+    ``Ā^{n+1}V`` at a new position mixes ``Ā^n V`` at every position before it, which causality
+    makes final once computed.
+    """
+
+    def append_power(self, n: int, power: Tensor) -> Tensor:
+        """Append the new positions' ``Ā^n V``; return ``Ā^n V`` at every key position."""
+        ...
+
+
 def check_order(K: int) -> int:
     """Validate GFSA's order K (an integer ≥ 2)."""
-    if isinstance(K, bool) or not isinstance(K, int) or K < 2:
-        raise ValueError(f"K must be an integer >= 2 (the papers search 2..10); got {K!r}")
-    return K
+    return check_integer("K", K, minimum=2, hint=" (the papers search 2..10)")
 
 
 def _check_coefficients(w0: Tensor, w1: Tensor, wK: Tensor, heads: int) -> list[Tensor]:
@@ -153,64 +166,66 @@ def gfsa(
     base: Literal["softmax", "efficient"] = "softmax",
     key_padding_mask: Tensor | None = None,
     scale: float | None = None,
+    dropout_p: float = 0.0,
+    past: PastPowers | None = None,
 ) -> Tensor:
-    """Graph-filter self-attention ``H̃V`` (METHODS.md §1).
+    """Graph-filter self-attention ``H̃V`` (METHODS.md §1): the one implementation of GFSA.
+
+    The native module, patched Hugging Face and timm models and the benchmarks all call it.
 
     Args:
-        q, k, v: ``(B, h, N, d)`` (v may have its own last size).
+        q: ``(B, h, L, d)`` queries; ``L = S`` except while decoding with ``past``.
+        k: ``(B, h, S, d)`` keys; v: ``(B, h, S, d_v)`` values (past positions first).
         w0, w1, wK: ``(h,)`` filter coefficients per head.
         K: filter order, an integer ≥ 2.
-        attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, N, N)``,
-            as in :func:`torch.nn.functional.scaled_dot_product_attention`. With
-            ``base="efficient"`` only key-padding masks (broadcastable from ``(B, 1, 1, N)``)
-            are meaningful.
-        is_causal: causal masking (softmax base only).
+        attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``,
+            as in :func:`torch.nn.functional.scaled_dot_product_attention`; float entries at or
+            below :data:`~filterformer.functional.masks.MASKED_SCORE` mask like ``-inf``. With
+            ``base="efficient"`` it must be a key-padding mask, broadcastable to ``(B, 1, 1, S)``.
+        is_causal: causal masking (softmax base only), aligned bottom-right when ``L < S``.
         exact_power: use the true ``Ā^K V`` (K chained calls) instead of the Taylor stand-in.
-        base: ``"softmax"`` (two fused SDPA calls) or ``"efficient"`` (linear Efficient Attention).
-        key_padding_mask: ``(B, N)`` bool, True at real tokens (an alternative to ``attn_mask``).
+        base: ``"softmax"`` (fused SDPA calls) or ``"efficient"`` (linear Efficient Attention).
+        key_padding_mask: ``(B, S)`` bool, True at real tokens (an alternative to ``attn_mask``).
         scale: score scale for the softmax base; ``1/sqrt(d)`` when None.
+        dropout_p: dropout on the filtered output (two fused calls cannot share dropped
+            probabilities); pass 0 in evaluation.
+        past: while decoding (``L < S``), the layer's cache of ``Ā^n V`` at the past positions,
+            which this call extends with the new ones.
 
     Returns:
-        ``(B, h, N, d_v)``. Rows whose keys are all masked are 0.
+        ``(B, h, L, d_v)``. A row whose keys are all masked has ``Ā = 0``, so it is ``w0·V``.
 
     Raises:
-        ValueError: on bad ranks or shapes, ``K < 2``, an unknown ``base`` or a causal request on
-            the efficient base.
+        ValueError: on bad ranks or shapes, ``K < 2``, an unknown ``base``, fewer queries than
+            keys without ``past``, or a causal, decoding or per-query mask on the efficient base.
     """
     check_qkv(q, k, v)
     check_order(K)
     if base not in GFSA_BASES:
         raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
-    if q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"gfsa needs as many queries as keys; got {q.shape[-2]} and {k.shape[-2]}")
+    query_len, key_len = q.shape[-2], k.shape[-2]
+    if past is None and query_len != key_len:
+        raise ValueError(
+            f"gfsa needs as many queries as keys, or the past positions' powers (past=) while "
+            f"decoding; got {query_len} queries and {key_len} keys"
+        )
     num_powers = K if exact_power else 2
     if base == "efficient":
-        if is_causal:
+        if is_causal or past is not None:
             raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
-        key_padding_mask = _efficient_padding(attn_mask, key_padding_mask, q.shape[0], q.shape[-2])
+        if attn_mask is not None:
+            padding = key_padding_from_attn_mask(attn_mask, q.shape[0], key_len)
+            key_padding_mask = padding if key_padding_mask is None else padding & key_padding_mask
         powers = efficient_attention_powers(q, k, v, num_powers, key_padding_mask)
     else:
+        extend = None if past is None else past.append_power
         powers = attention_powers(
             q, k, v, num_powers, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-            is_causal=is_causal, scale=scale,
+            is_causal=is_causal, scale=scale, extend=extend,
         )
-    return gfsa_combine(v, powers[0], powers[-1], w0, w1, wK, K=K, exact_power=exact_power)
-
-
-def _efficient_padding(
-    attn_mask: Tensor | None, key_padding_mask: Tensor | None, batch: int, length: int
-) -> Tensor | None:
-    """Read a key-padding mask out of an SDPA-style mask for the efficient base."""
-    if attn_mask is None:
-        return key_padding_mask
-    if attn_mask.dim() != 4 or attn_mask.shape[1] != 1 or attn_mask.shape[2] != 1:
-        raise ValueError(
-            "with base='efficient', attn_mask must be a key-padding mask of shape (B, 1, 1, N); "
-            f"got {tuple(attn_mask.shape)}"
-        )
-    real = attn_mask if attn_mask.dtype == torch.bool else ~torch.isneginf(attn_mask)
-    real = real[:, 0, 0, :].expand(batch, length)
-    return real if key_padding_mask is None else real & key_padding_mask
+    values = v[..., key_len - query_len :, :]
+    out = gfsa_combine(values, powers[0], powers[-1], w0, w1, wK, K=K, exact_power=exact_power)
+    return F.dropout(out, dropout_p) if dropout_p > 0 else out
 
 
 def gfsa_filter(

@@ -3,6 +3,10 @@
 Conventions follow :func:`torch.nn.functional.scaled_dot_product_attention`: a boolean mask is True
 where a query may attend to a key, a float mask is added to the scores. Key-padding masks are
 boolean ``(B, S)`` with True at real tokens.
+
+Every path reads a float mask the same way: an entry at or below :data:`MASKED_SCORE` masks its key
+exactly as ``-inf`` and ``False`` do (Hugging Face writes masks with ``-1e4``, ``-1e9`` or
+``finfo(dtype).min``), and a row that sees no key gives 0.
 """
 
 from __future__ import annotations
@@ -11,13 +15,20 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "MASKED_SCORE",
     "causal_mask",
     "check_key_padding_mask",
     "check_qkv",
     "combine_masks",
+    "key_padding_from_attn_mask",
     "key_padding_to_attn_mask",
+    "masked_entries",
     "sdpa_mask",
 ]
+
+#: A float mask entry at or below this masks its key, like ``-inf``: beside any attended key its
+#: weight ``exp(score)`` underflows to 0 in every floating dtype.
+MASKED_SCORE = -1.0e4
 
 
 def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
@@ -82,7 +93,39 @@ def _check_attn_mask(attn_mask: Tensor, batch: int, heads: int, query_len: int, 
         )
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
         raise ValueError(f"attn_mask must be bool or floating point; got {attn_mask.dtype}")
-    return attn_mask.reshape(shape)
+    attn_mask = attn_mask.reshape(shape)
+    if attn_mask.dtype == torch.bool:
+        return attn_mask
+    return attn_mask.masked_fill(attn_mask <= MASKED_SCORE, float("-inf"))
+
+
+def masked_entries(attn_mask: Tensor) -> Tensor:
+    """Where an SDPA-style mask forbids attending: ``False``, or a float ``<= MASKED_SCORE``."""
+    if attn_mask.dtype == torch.bool:
+        return ~attn_mask
+    return attn_mask <= MASKED_SCORE
+
+
+def key_padding_from_attn_mask(
+    attn_mask: Tensor, batch: int, key_len: int, *, method: str = "this method"
+) -> Tensor:
+    """The ``(B, S)`` key-padding mask (True = real) that an SDPA-style padding mask holds.
+
+    For methods that take no per-query mask (Efficient Attention, AGF, SAMSA): ``attn_mask`` must
+    broadcast to ``(B, 1, 1, S)`` (a mask that depends on the head or the query is refused).
+
+    Raises:
+        ValueError: naming ``attn_mask`` and the shape it must have.
+    """
+    try:
+        mask = _check_attn_mask(attn_mask, batch, 1, 1, key_len)
+    except ValueError as error:
+        raise ValueError(
+            f"{method} masks only keys: pass a padding_mask (B, S), or an attn_mask that "
+            f"broadcasts to (B, 1, 1, S) = ({batch}, 1, 1, {key_len}); got attn_mask of shape "
+            f"{tuple(attn_mask.shape)} ({error})"
+        ) from None
+    return ~masked_entries(mask)[:, 0, 0, :].expand(batch, key_len)
 
 
 def combine_masks(a: Tensor | None, b: Tensor | None, dtype: torch.dtype) -> Tensor | None:
@@ -132,9 +175,7 @@ def sdpa_mask(
 
 def dead_rows(attn_mask: Tensor) -> Tensor:
     """Rows of a mask in which no key may be attended, shape ``(..., L, 1)``."""
-    if attn_mask.dtype == torch.bool:
-        return ~attn_mask.any(dim=-1, keepdim=True)
-    return torch.isneginf(attn_mask).all(dim=-1, keepdim=True)
+    return masked_entries(attn_mask).all(dim=-1, keepdim=True)
 
 
 def revive_dead_rows(attn_mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
+from ..checks import check_integer
+
 __all__ = [
     "NAMED_JACOBI_PARAMETERS",
     "POLYNOMIAL_BASES",
@@ -30,8 +32,7 @@ NAMED_JACOBI_PARAMETERS = {"legendre": (0.0, 0.0), "chebyshev": (-0.5, -0.5)}
 
 
 def _check_order(K: int) -> int:
-    if isinstance(K, bool) or not isinstance(K, int) or K < 0:
-        raise ValueError(f"K must be an integer >= 0 (the highest polynomial order); got {K!r}")
+    check_integer("K", K, minimum=0, hint=" (the highest polynomial order)")
     return K
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_integer
+
 __all__ = [
     "SAMPLING_MODES",
     "differentiable_topk",
@@ -36,8 +38,7 @@ def gumbel_noise(like: Tensor, generator: torch.Generator | None = None) -> Tens
 
 
 def _check_k(k: int, available: int, needed: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (the number of sampled tokens) must be an integer >= 1; got {k!r}")
+    check_integer("k (the number of sampled tokens)", k)
     if available < needed:
         raise ValueError(
             f"sampling k={k} needs at least {needed} candidates; got {available} "

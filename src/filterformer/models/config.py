@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..attention import get_attention_class
+from ..checks import check_choice, check_integer, check_probability
 from ..jsonsafe import reject_unknown_fields
 from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
 
@@ -66,20 +67,17 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("dim", "depth", "num_heads", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+            check_integer(name, getattr(self, name))
         if self.dim % self.num_heads:
             raise ValueError(f"dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
         for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1); got {getattr(self, name)}")
+            check_probability(name, getattr(self, name))
         if self.mlp_ratio <= 0:
             raise ValueError(f"mlp_ratio must be positive; got {self.mlp_ratio}")
-        _check_choice("norm", self.norm, NORM_POSITIONS)
-        _check_choice("position", self.position, POSITIONS)
+        check_choice("norm", self.norm, NORM_POSITIONS)
+        check_choice("position", self.position, POSITIONS)
         if self.fusion is not None:
-            _check_choice("fusion", self.fusion, FUSION_MODES)
+            check_choice("fusion", self.fusion, FUSION_MODES)
         get_attention_class(self.attention)  # raises with the valid names
         if self.attention_layers is not None:
             layers = tuple(int(i) for i in self.attention_layers)
@@ -90,9 +88,7 @@ class TransformerConfig:
                 )
             self.attention_layers = layers
         for name in ("vocab_size", "input_dim"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive integer or None; got {value!r}")
+            check_integer(name, getattr(self, name), optional=True)
         self.attention_options = dict(self.attention_options)
 
     def layer_attention(self, index: int) -> tuple[str, dict[str, Any]]:
@@ -113,9 +109,4 @@ class TransformerConfig:
         """Inverse of :meth:`to_dict`; unknown keys raise ValueError listing the valid ones."""
         reject_unknown_fields(cls, data)
         return cls(**data)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..checks import check_integer
 from ..graphs import GraphBatch
 from ..optim import exclude_from_weight_decay
 from .classifier import ClassifierOutput, SequenceClassifier
@@ -33,8 +34,7 @@ def _mlp(in_dim: int, hidden_dim: int, out_dim: int) -> nn.Sequential:
 
 
 def _positive_int(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    check_integer(name, value)
     return value
 
 

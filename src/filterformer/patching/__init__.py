@@ -6,7 +6,14 @@ lists what the patch added.
 """
 
 from .api import patch, unpatch
-from .options import PATCH_METHODS, PatchSpec
+from .options import PATCH_OPTIONS, PATCHABLE_PRESETS, PatchSpec
 from .state import patched_parameters
 
-__all__ = ["PATCH_METHODS", "PatchSpec", "patch", "patched_parameters", "unpatch"]
+__all__ = [
+    "PATCHABLE_PRESETS",
+    "PATCH_OPTIONS",
+    "PatchSpec",
+    "patch",
+    "patched_parameters",
+    "unpatch",
+]

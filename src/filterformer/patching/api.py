@@ -1,4 +1,4 @@
-"""``patch`` / ``unpatch``: GFSA, NeuTRENO or layer fusion on a pretrained model, in place."""
+"""``patch`` / ``unpatch``: GFSA, NeuTRENO and layer fusion on a pretrained model, in place."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from typing import Any, TypeVar
 
 from torch import nn
 
-from .huggingface import TESTED_MODELS, is_huggingface_model, patch_huggingface, unpatch_huggingface
+from ..families import is_huggingface_model, is_timm_vision_transformer
+from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
 from .options import parse_patch_spec
 from .state import get_patch_state
 from .timm_vit import SUPPORTED as TIMM_SUPPORTED
-from .timm_vit import is_timm_vision_transformer, patch_timm
+from .timm_vit import patch_timm
 
 __all__ = ["patch", "unpatch"]
 
@@ -18,7 +19,7 @@ ModelT = TypeVar("ModelT", bound=nn.Module)
 
 
 def patch(model: ModelT, method: str, **options: Any) -> ModelT:
-    """Turn a pretrained model's attention into GFSA and/or NeuTRENO, or fuse its layers.
+    """Turn a pretrained model's attention into GFSA and/or NeuTRENO, and/or fuse its layers.
 
     The model is changed in place and returned. At init it computes what it computed before
     (GFSA starts as plain attention, ``concat`` fusion as the last layer); the new parameters are
@@ -29,12 +30,17 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
         model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
             ``AttentionInterface`` (BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style, …), or a
             timm ``VisionTransformer`` (ViT, DeiT).
-        method: ``"gfsa"``, ``"neutreno"``, ``"gfsa+neutreno"`` or ``"fusion"`` (encoders).
-        **options: per method (METHODS.md):
-            ``K=3`` GFSA's order; ``learn=("w0", "w1", "wK")`` the learned GFSA coefficients;
-            ``lam=0.6`` NeuTRENO's λ; ``layers=None`` 0-based indices of the layers that use the
-            method (all when None; NeuTRENO's first layer always provides V⁰);
-            ``mode="gate"`` the fusion (``"concat"``, ``"max"`` or ``"gate"``).
+        method: a preset of :mod:`filterformer.methods` that keeps the model's attention:
+            ``"gfsa"``, ``"neutreno"``, ``"fusion"`` (encoders), or several joined by ``+``
+            (``"gfsa+neutreno"``, ``"gfsa+fusion"``, ``"gfsa+neutreno+fusion"``).
+        **options: the names of :class:`~filterformer.models.TransformerConfig` and of
+            :class:`~filterformer.attention.GraphFilterAttention` (METHODS.md), defaults from
+            the presets: GFSA's ``K=3``, ``learn=("w0", "w1", "wK")`` (the learned
+            coefficients), ``exact_power=False`` and ``base="softmax"`` (``"efficient"``:
+            encoders only); NeuTRENO's ``neutreno_lambda=0.6`` and ``neutreno_learnable=False``
+            (a per-head λ); ``layers=None``, 0-based indices of the layers that use GFSA and
+            NeuTRENO (all when None; NeuTRENO's first layer always provides V⁰); ``fusion``,
+            the fusion mode (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
 
     Returns:
         ``model``.

@@ -35,7 +35,7 @@ def attach_fusion(
         dim: the hidden width D.
         like: a parameter of the model, whose dtype and device the fusion takes.
     """
-    fusion = LayerFusion(state.spec.mode, dim, state.num_layers).to(like.device, like.dtype)
+    fusion = LayerFusion(state.spec.fusion, dim, state.num_layers).to(like.device, like.dtype)
     state.add_submodule(model, FUSION_ATTRIBUTE, fusion)
     for module in fusion.modules():
         state.add_parameters(module)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional import attend, attention_matrix, attention_powers, gfsa_combine, gfsa_filter
-from ..functional import neutreno as neutreno_term
+from ..functional import attend, attention_matrix, gfsa, gfsa_filter, gfsa_response
+from ..functional.masks import masked_entries
+from ..optim import exclude_from_weight_decay
 from .state import PatchContext, PatchState, PowerCache
 
 __all__ = [
@@ -48,12 +48,22 @@ class HuggingFaceAttentionPatch(nn.Module):
         gfsa: whether this module gets GFSA coefficients ``w0, w1, wK`` of shape ``(h,)``,
             initialised to 0, 1, 0 (plain attention), learned where ``state.spec.learn`` says.
         like: a parameter of the module, whose dtype and device the coefficients take.
+        learnable_lambda: whether this module learns NeuTRENO's λ: an ``(h,)`` parameter
+            ``neutreno_lambda`` initialised to ``state.spec.neutreno_lambda`` (else that float).
     """
 
     def __init__(
-        self, state: PatchState, layer: int | None, num_heads: int, *, gfsa: bool, like: Tensor
+        self,
+        state: PatchState,
+        layer: int | None,
+        num_heads: int,
+        *,
+        gfsa: bool,
+        like: Tensor,
+        learnable_lambda: bool = False,
     ) -> None:
         super().__init__()
+        spec = state.spec
         self.state = state
         self.layer = layer
         self.num_heads = num_heads
@@ -61,10 +71,15 @@ class HuggingFaceAttentionPatch(nn.Module):
         if gfsa:
             for name, value in GFSA_COEFFICIENTS.items():
                 init = torch.full((num_heads,), value, dtype=like.dtype, device=like.device)
-                if name in state.spec.learn:
+                if name in spec.learn:
                     self.register_parameter(name, nn.Parameter(init))
                 else:
                     self.register_buffer(name, init)
+        self.neutreno_lambda: float | Tensor = spec.neutreno_lambda
+        if learnable_lambda:
+            init = torch.full((num_heads,), spec.neutreno_lambda, dtype=like.dtype)
+            lam = nn.Parameter(init.to(like.device))
+            self.neutreno_lambda = exclude_from_weight_decay(lam)
 
     def layer_index(self, context: PatchContext) -> int:
         """The layer this call computes (counting calls where the module is shared)."""
@@ -80,13 +95,35 @@ class HuggingFaceAttentionPatch(nn.Module):
             )
         return index
 
+    def filter_response(self, sigma: Tensor) -> Tensor:
+        """GFSA's response ``g(σ)`` per query head at graph frequencies σ (METHODS.md §1).
+
+        Args:
+            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
+                device.
+
+        Returns:
+            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this module's ``w0``,
+            ``w1``, ``wK`` and the patch's ``K`` and ``exact_power``.
+
+        Raises:
+            ValueError: for a module patched without GFSA.
+        """
+        if not self.has_gfsa:
+            raise ValueError(f"layer {self.layer} was patched without GFSA; it has no filter")
+        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
+        spec = self.state.spec
+        return gfsa_response(sigma, w0, w1, wK, K=spec.K, exact_power=spec.exact_power)
+
     def extra_repr(self) -> str:
         spec = self.state.spec
         text = f"method={spec.method!r}, layer={self.layer}, num_heads={self.num_heads}"
         if self.has_gfsa:
-            text += f", K={spec.K}, learn={spec.learn}"
+            text += f", K={spec.K}, learn={spec.learn}, exact_power={spec.exact_power}"
+            text += f", base={spec.base!r}"
         if spec.uses_neutreno:
-            text += f", lam={spec.lam}"
+            lam = "learnable" if spec.neutreno_learnable else spec.neutreno_lambda
+            text += f", neutreno_lambda={lam}"
         return text
 
 
@@ -157,12 +194,9 @@ def filterformer_attention(
         )
     spec, context = patch.state.spec, patch.state.context
     layer = patch.layer_index(context)
-    query_len, key_len = query.shape[-2], key.shape[-2]
-    values_now = value[..., key_len - query_len :, :]  # V at the positions being computed
-    if spec.uses_neutreno and layer == 0:
-        context.first_values = values_now
     use_gfsa = patch.has_gfsa and spec.selects(layer)
-    use_neutreno = spec.uses_neutreno and layer > 0 and spec.selects(layer)
+    # NeuTRENO's first layer runs here whether it is selected or not: it provides V⁰.
+    use_neutreno = spec.uses_neutreno and (layer == 0 or spec.selects(layer))
     want_maps = bool(kwargs.get("output_attentions"))
     if not (use_gfsa or use_neutreno or want_maps):
         return _sdpa_attention(
@@ -186,9 +220,19 @@ def filterformer_attention(
     causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
     # A mask, when given, already holds causality (and padding); without one, the flag does.
     causal = bool(causal) and attention_mask is None
+    query_len, key_len = query.shape[-2], key.shape[-2]
     if use_gfsa:
-        out = _graph_filter(
-            patch, context, layer, query, key, value, attention_mask, causal, scaling, dropout
+        # Decoding keeps ĀV at past positions; the efficient base (encoders only) never decodes.
+        store = None
+        if spec.base == "efficient":
+            attention_mask = _key_padding_form(attention_mask)
+        else:
+            store = _power_store(context, layer, query_len, key_len, key)
+            store.last_key = key[..., -1:, :].detach().clone()
+        out = gfsa(
+            query, key, value, patch.w0, patch.w1, patch.wK, K=spec.K,
+            attn_mask=attention_mask, is_causal=causal, exact_power=spec.exact_power,
+            base=spec.base, scale=scaling, dropout_p=dropout, past=store,
         )
     else:
         out = attend(
@@ -196,62 +240,28 @@ def filterformer_attention(
             scale=scaling,
         )
     if use_neutreno:
-        out = neutreno_term(
-            out, _repeat_heads(values_now, repeats),
-            _repeat_heads(_first_values(context, values_now), repeats), spec.lam,
-        )
+        lam = patch.neutreno_lambda if spec.selects(layer) else None
+        out = context.neutreno(out, value[..., key_len - query_len :, :], lam)
     maps = None
     if want_maps:
         maps = attention_matrix(
             query, key, attn_mask=attention_mask, is_causal=causal, scale=scaling
         )
         if use_gfsa and query_len == key_len:
-            maps = gfsa_filter(maps, patch.w0, patch.w1, patch.wK, K=spec.K)
+            maps = gfsa_filter(
+                maps, patch.w0, patch.w1, patch.wK, K=spec.K, exact_power=spec.exact_power
+            )
     return out.to(query.dtype).transpose(1, 2).contiguous(), maps
 
 
-def _first_values(context: PatchContext, values_now: Tensor) -> Tensor:
-    """NeuTRENO's V⁰ at the current positions, ``(B, h_kv, L, d)``."""
-    first = context.first_values
-    if first is None or first.shape != values_now.shape:
-        raise ValueError(
-            "NeuTRENO needs V⁰, the first attention layer's values of the same forward pass, at "
-            "the same positions; call the patched model itself (not one of its layers) and do "
-            "not use gradient checkpointing"
-        )
-    return first
-
-
-def _graph_filter(
-    patch: HuggingFaceAttentionPatch,
-    context: PatchContext,
-    layer: int,
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attention_mask: Tensor | None,
-    causal: bool,
-    scaling: float | None,
-    dropout: float,
-) -> Tensor:
-    """GFSA's ``H̃V`` (METHODS.md §1) at the query positions, ``(B, h, L, d_v)``.
-
-    While decoding, ``Ā²V`` at the new positions needs ``ĀV`` at every past position: it is kept
-    per layer in ``context.powers``, which travels with the model's decoding cache.
-    """
-    query_len, key_len = query.shape[-2], key.shape[-2]
-    store = _power_store(context, layer, query_len, key_len, key)
-    store.last_key = key[..., -1:, :].detach().clone()
-    powers = attention_powers(
-        query, key, value, 2, attn_mask=attention_mask, is_causal=causal, scale=scaling,
-        extend=lambda n, power: store.append_signal(f"power{n}", power),
-    )
-    spec = patch.state.spec
-    out = gfsa_combine(
-        value[..., key_len - query_len :, :], powers[0], powers[1], patch.w0, patch.w1, patch.wK,
-        K=spec.K,
-    )
-    return F.dropout(out, dropout, training=dropout > 0)
+def _key_padding_form(attention_mask: Tensor | None) -> Tensor | None:
+    """An encoder's ``(B, 1, L, S)`` mask as the ``(B, 1, 1, S)`` key-padding mask that GFSA's
+    efficient base takes: a key is real where some query may attend it. (The patch refuses the
+    efficient base on causal models, whose masks are more than padding.)"""
+    if attention_mask is None:
+        return None
+    real = ~masked_entries(attention_mask)
+    return real.any(dim=-2, keepdim=True).any(dim=1, keepdim=True)
 
 
 def _power_store(
@@ -264,7 +274,7 @@ def _power_store(
         return context.powers[layer]
     past = key_len - query_len
     store = context.powers.get(layer)
-    cached = store.signals.get("power1") if store is not None else None
+    cached = store.power(1) if store is not None else None
     cached_len = 0 if cached is None else cached.shape[-2]
     last_key = None if store is None else store.last_key
     same_past = (

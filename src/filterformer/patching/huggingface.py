@@ -10,15 +10,19 @@ attention implementation is switched to :data:`~filterformer.patching.hf_attenti
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.metadata
-import inspect
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
+from ..families import (
+    attention_implementation,
+    attention_modules,
+    enclosing_layer,
+    restore_attention_implementations,
+    switch_attention_implementation,
+)
 from .fusion import attach_fusion
 from .hf_attention import (
     ATTENTION_NAME,
@@ -31,9 +35,7 @@ from .state import PatchState, get_patch_state
 
 __all__ = [
     "MIN_TRANSFORMERS_VERSION",
-    "attention_modules",
     "check_transformers_version",
-    "is_huggingface_model",
     "patch_huggingface",
     "transformers_version",
     "unpatch_huggingface",
@@ -45,12 +47,6 @@ MIN_TRANSFORMERS_VERSION = "5.0.0"
 CACHE_ATTRIBUTE = "_filterformer_powers"
 #: The model families the patch is tested on (any model using the interface works).
 TESTED_MODELS = "BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style (grouped-query attention)"
-
-
-def is_huggingface_model(model: nn.Module) -> bool:
-    """Whether ``model`` is a ``transformers.PreTrainedModel`` (without importing transformers)."""
-    transformers = sys.modules.get("transformers")
-    return transformers is not None and isinstance(model, transformers.PreTrainedModel)
 
 
 def transformers_version() -> str:
@@ -76,28 +72,6 @@ def check_transformers_version() -> None:
         )
 
 
-@functools.cache
-def _routes_through_interface(cls: type) -> bool:
-    """Whether ``cls.forward`` dispatches to ``transformers``' attention-function interface."""
-    try:
-        source = inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        return False
-    return "ALL_ATTENTION_FUNCTIONS" in source
-
-
-def attention_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The self-attention modules of ``model`` that use the interface, in depth order."""
-    found = []
-    for name, module in model.named_modules():
-        if not _routes_through_interface(type(module)):
-            continue
-        cross = getattr(module, "is_cross_attention", False) or "cross" in name.lower()
-        if not cross and "Cross" not in type(module).__name__:
-            found.append((name, module))
-    return found
-
-
 def _query_heads(module: nn.Module, config: Any) -> int:
     for attribute in ("num_heads", "num_attention_heads"):
         heads = getattr(module, attribute, None)
@@ -107,15 +81,6 @@ def _query_heads(module: nn.Module, config: Any) -> int:
     if not isinstance(heads, int):
         raise ValueError(f"cannot tell how many heads {type(module).__name__} has")
     return heads
-
-
-def _enclosing_layer(model: nn.Module, name: str) -> nn.Module:
-    """The element of the nearest ``ModuleList`` above the module called ``name``."""
-    parts = name.split(".")
-    for end in range(len(parts), 0, -1):
-        if isinstance(model.get_submodule(".".join(parts[: end - 1])), nn.ModuleList):
-            return model.get_submodule(".".join(parts[:end]))
-    raise ValueError(f"the attention module {name!r} is not inside a list of layers")
 
 
 def _check_model(model: nn.Module) -> None:
@@ -163,10 +128,15 @@ def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
     try:
         state.add_hook(base.register_forward_pre_hook(_start_forward, with_kwargs=True))
         state.add_hook(base.register_forward_hook(_finish_forward))
+        if spec.base == "efficient" and _is_causal(model, modules):
+            raise ValueError(
+                f"GFSA's base='efficient' is non-causal only and {type(model).__name__} is "
+                "causal; use base='softmax'"
+            )
+        if spec.changes_attention:
+            _patch_attention(model, state, modules)
         if spec.uses_fusion:
             _patch_fusion(model, state, modules)
-        else:
-            _patch_attention(model, state, modules)
     except Exception:
         _restore_attention(state)
         state.undo()
@@ -179,24 +149,19 @@ def _patch_attention(model: nn.Module, state: PatchState, modules: list) -> None
     register_attention_function()
     for index, (_, module) in enumerate(modules):
         layer = None if state.shared_layers else index
-        gfsa = spec.uses_gfsa and (state.shared_layers or spec.selects(index))
+        selected = state.shared_layers or spec.selects(index)
         patch = HuggingFaceAttentionPatch(
-            state, layer, _query_heads(module, model.config), gfsa=gfsa,
+            state, layer, _query_heads(module, model.config), gfsa=spec.uses_gfsa and selected,
             like=next(module.parameters()),
+            learnable_lambda=spec.neutreno_learnable and selected,
         )
         state.add_submodule(module, PATCH_ATTRIBUTE, patch)
         state.add_parameters(patch)
-    state.restore["attn_implementation"] = [
-        (sub, sub.config._attn_implementation)
-        for sub in model.modules()
-        if hasattr(sub, "set_attn_implementation") and hasattr(sub, "config")
-    ]
-    model.set_attn_implementation(ATTENTION_NAME)
+    state.restore["attn_implementation"] = switch_attention_implementation(model, ATTENTION_NAME)
     stuck = sorted({
         type(module).__name__
         for _, module in modules
-        if getattr(getattr(module, "config", model.config), "_attn_implementation", None)
-        != ATTENTION_NAME
+        if attention_implementation(getattr(module, "config", model.config)) != ATTENTION_NAME
     })
     if stuck:
         raise ValueError(
@@ -206,25 +171,26 @@ def _patch_attention(model: nn.Module, state: PatchState, modules: list) -> None
         )
 
 
-def _patch_fusion(model: nn.Module, state: PatchState, modules: list) -> None:
-    causal = getattr(model.config, "is_decoder", False) or any(
+def _is_causal(model: nn.Module, modules: list) -> bool:
+    return getattr(model.config, "is_decoder", False) or any(
         getattr(module, "is_causal", False) for _, module in modules
     )
-    if causal:
+
+
+def _patch_fusion(model: nn.Module, state: PatchState, modules: list) -> None:
+    if _is_causal(model, modules):
         raise ValueError(
             f"fusion is for encoders (BERT, RoBERTa, ALBERT, ViT, …); {type(model).__name__} "
             "is causal"
         )
-    layers = [_enclosing_layer(model, name) for name, _ in modules]
+    layers = [enclosing_layer(model, name) for name, _ in modules]
     attach_fusion(
         state, model, layers, model.config.hidden_size, like=next(model.parameters())
     )
 
 
 def _restore_attention(state: PatchState) -> None:
-    for sub, implementation in state.restore.pop("attn_implementation", []):
-        if sub.config._attn_implementation != implementation:
-            sub.set_attn_implementation(implementation)
+    restore_attention_implementations(state.restore.pop("attn_implementation", []))
 
 
 def unpatch_huggingface(state: PatchState) -> None:

@@ -1,4 +1,10 @@
-"""What ``patch(model, method, **options)`` may ask for, validated once for every backend."""
+"""What ``patch(model, method, **options)`` may ask for, validated once for every backend.
+
+A patch method is a preset of :mod:`filterformer.methods` (or presets joined by ``+``) that keeps
+the model's own attention: ``gfsa``, ``neutreno``, ``fusion`` and their combinations. Its options
+have the names of :class:`~filterformer.models.TransformerConfig`'s fields and of GFSA's module
+options, and their defaults come from the same presets.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional.gfsa import check_order
+from ..functional.gfsa import GFSA_BASES, check_order
+from ..methods import GFSA_ORDER, METHOD_PRESETS, method_changes
 from ..nn.fusion import FUSION_MODES
 
-__all__ = ["PATCH_METHODS", "PatchSpec", "parse_patch_spec"]
+__all__ = ["PATCHABLE_PRESETS", "PATCH_OPTIONS", "PatchSpec", "parse_patch_spec"]
 
-#: The methods :func:`~filterformer.patching.patch` applies, and the options each takes.
-PATCH_METHODS: dict[str, tuple[str, ...]] = {
-    "gfsa": ("K", "learn", "layers"),
-    "neutreno": ("lam", "layers"),
-    "gfsa+neutreno": ("K", "learn", "lam", "layers"),
-    "fusion": ("mode",),
+#: The presets a patch applies (any of them may be joined with ``+``, e.g. ``gfsa+fusion``).
+PATCHABLE_PRESETS = ("gfsa", "neutreno", "fusion")
+#: The options each part of a patch takes.
+PATCH_OPTIONS: dict[str, tuple[str, ...]] = {
+    "gfsa": ("K", "learn", "exact_power", "base", "layers"),
+    "neutreno": ("neutreno_lambda", "neutreno_learnable", "layers"),
+    "fusion": ("fusion",),
 }
 
 
@@ -27,35 +35,48 @@ class PatchSpec:
     """A validated patch request.
 
     Attributes:
-        method: one of :data:`PATCH_METHODS`.
+        method: the preset name(s), e.g. ``"gfsa+neutreno"``.
+        attention: ``"gfsa"`` or ``"softmax"`` (the model's own attention, perhaps with NeuTRENO).
         K: GFSA's filter order (METHODS.md §1).
         learn: the GFSA coefficients that are learned; the others are fixed buffers.
-        lam: NeuTRENO's λ (METHODS.md §2).
-        layers: 0-based indices of the layers that use the method; None for all.
-        mode: the layer-fusion mode (METHODS.md §5).
+        exact_power: GFSA's true ``Ā^K`` instead of the Taylor stand-in.
+        base: GFSA's base attention, ``"softmax"`` or ``"efficient"`` (non-causal models).
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 without NeuTRENO.
+        neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
+        fusion: the layer-fusion mode (METHODS.md §5), or None.
+        layers: 0-based indices of the layers that use GFSA and NeuTRENO; None for all.
     """
 
     method: str
-    K: int = 3
+    attention: str = "softmax"
+    K: int = GFSA_ORDER
     learn: tuple[str, ...] = tuple(GFSA_COEFFICIENTS)
-    lam: float = 0.6
+    exact_power: bool = False
+    base: str = "softmax"
+    neutreno_lambda: float = 0.0
+    neutreno_learnable: bool = False
+    fusion: str | None = None
     layers: frozenset[int] | None = None
-    mode: str = "gate"
 
     @property
     def uses_gfsa(self) -> bool:
-        return self.method in ("gfsa", "gfsa+neutreno")
+        return self.attention == "gfsa"
 
     @property
     def uses_neutreno(self) -> bool:
-        return self.method in ("neutreno", "gfsa+neutreno")
+        return self.neutreno_lambda != 0.0 or self.neutreno_learnable
 
     @property
     def uses_fusion(self) -> bool:
-        return self.method == "fusion"
+        return self.fusion is not None
+
+    @property
+    def changes_attention(self) -> bool:
+        """Whether the patch changes attention layers (GFSA and/or NeuTRENO)."""
+        return self.uses_gfsa or self.uses_neutreno
 
     def selects(self, layer: int) -> bool:
-        """Whether layer ``layer`` (0-based) uses the method."""
+        """Whether layer ``layer`` (0-based) uses GFSA and NeuTRENO."""
         return self.layers is None or layer in self.layers
 
     def check_layers(self, num_layers: int) -> None:
@@ -71,34 +92,68 @@ class PatchSpec:
 
 
 def parse_patch_spec(method: str, options: Mapping[str, Any]) -> PatchSpec:
-    """Validate ``method`` and its options.
+    """Validate ``method`` (presets joined by ``+``) and its options.
 
     Raises:
         ValueError: naming the bad argument and listing the valid choices.
     """
-    if method not in PATCH_METHODS:
-        raise ValueError(f"method must be one of {tuple(PATCH_METHODS)}; got {method!r}")
-    valid = PATCH_METHODS[method]
+    parts = method.split("+") if isinstance(method, str) else []
+    if not parts or any(part not in PATCHABLE_PRESETS for part in parts):
+        raise ValueError(
+            f"method must be one of {PATCHABLE_PRESETS} or several joined by '+' (e.g. "
+            f"'gfsa+neutreno+fusion'); got {method!r}"
+            + _replacement_hint(parts)
+        )
+    changes = method_changes(method)  # a preset named twice fails here
+    valid = tuple(dict.fromkeys(o for part in parts for o in PATCH_OPTIONS.get(part, ())))
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ValueError(
             f"unknown option(s) {', '.join(map(repr, unknown))} for method {method!r}; "
-            f"valid options: {', '.join(valid)}"
+            f"valid options: {', '.join(valid) or 'none'}"
         )
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {
+        "attention": changes.get("attention", "softmax"),
+        "neutreno_lambda": changes.get("neutreno_lambda", 0.0),
+        "fusion": changes.get("fusion"),
+        **changes.get("attention_options", {}),
+    }
     if "K" in options:
         values["K"] = check_order(options["K"])
     if "learn" in options:
         values["learn"] = _parse_learn(options["learn"])
-    if "lam" in options:
-        values["lam"] = _parse_lambda(options["lam"])
+    for flag in ("exact_power", "neutreno_learnable"):
+        if flag in options:
+            values[flag] = _parse_flag(flag, options[flag])
+    if "base" in options:
+        if options["base"] not in GFSA_BASES:
+            raise ValueError(f"base must be one of {GFSA_BASES}; got {options['base']!r}")
+        values["base"] = options["base"]
+    if "neutreno_lambda" in options:
+        values["neutreno_lambda"] = _parse_lambda(options["neutreno_lambda"])
     if options.get("layers") is not None:
         values["layers"] = _parse_layers(options["layers"])
-    if "mode" in options:
-        if options["mode"] not in FUSION_MODES:
-            raise ValueError(f"mode must be one of {FUSION_MODES}; got {options['mode']!r}")
-        values["mode"] = options["mode"]
+    if "fusion" in options:
+        if options["fusion"] not in FUSION_MODES:
+            raise ValueError(f"fusion must be one of {FUSION_MODES}; got {options['fusion']!r}")
+        values["fusion"] = options["fusion"]
     return PatchSpec(method=method, **values)
+
+
+def _replacement_hint(parts: list[str]) -> str:
+    replacing = [p for p in parts if p in METHOD_PRESETS and p not in PATCHABLE_PRESETS]
+    if not replacing:
+        return ""
+    return (
+        f"; {replacing[0]!r} replaces the attention itself, so it is trained from scratch with "
+        "TransformerConfig rather than patched into a pretrained model"
+    )
+
+
+def _parse_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return value
 
 
 def _parse_learn(learn: str | Iterable[str]) -> tuple[str, ...]:
@@ -113,7 +168,9 @@ def _parse_learn(learn: str | Iterable[str]) -> tuple[str, ...]:
 
 def _parse_lambda(lam: Any) -> float:
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam):
-        raise ValueError(f"lam must be a finite number (0.6 vision, 0.4 language); got {lam!r}")
+        raise ValueError(
+            f"neutreno_lambda must be a finite number (0.6 vision, 0.4 language); got {lam!r}"
+        )
     return float(lam)
 
 

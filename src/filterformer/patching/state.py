@@ -13,8 +13,8 @@ from typing import Any
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
-from ..attention.cache import LayerCache
 from ..attention.context import AttentionContext
+from ..attention.decoding_cache import LayerCache
 from ..optim import exclude_from_weight_decay
 from .options import PatchSpec
 

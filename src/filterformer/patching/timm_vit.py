@@ -9,28 +9,19 @@ learned meanwhile). A pre-hook on the first block starts each pass's context (Ne
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from torch import nn
 
 from ..attention import AttentionBase, build_attention
+from ..families import vision_transformer_blocks
 from .fusion import attach_fusion
 from .options import PatchSpec
 from .state import PatchState, get_patch_state
 
-__all__ = ["is_timm_vision_transformer", "patch_timm"]
+__all__ = ["patch_timm"]
 
 SUPPORTED = "timm VisionTransformer models (ViT, DeiT) whose blocks use timm's plain Attention"
-
-
-def is_timm_vision_transformer(model: nn.Module) -> bool:
-    """Whether ``model`` is a timm ``VisionTransformer`` (without importing timm)."""
-    if "timm" not in sys.modules:
-        return False
-    from timm.models.vision_transformer import VisionTransformer
-
-    return isinstance(model, VisionTransformer)
 
 
 def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
@@ -40,7 +31,7 @@ def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
         ValueError: for attention variants other than timm's plain ``Attention`` (qk-norm,
             scale-norm, gated, other head widths), or layer indices the model lacks.
     """
-    blocks = list(model.blocks)
+    blocks = vision_transformer_blocks(model)
     spec.check_layers(len(blocks))
     state = PatchState(spec, "timm", model, len(blocks))
     state.check_checkpointing(model.grad_checkpointing)
@@ -48,10 +39,10 @@ def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
     try:
         state.attach(blocks[0])
         state.add_hook(blocks[0].register_forward_pre_hook(_start_forward))
+        if spec.changes_attention:
+            _replace_attention(state, blocks)
         if spec.uses_fusion:
             attach_fusion(state, model, blocks, model.embed_dim, like=next(model.parameters()))
-        else:
-            _replace_attention(state, blocks)
         state.attach(blocks[-1])
         state.add_hook(blocks[-1].register_forward_hook(_finish_forward))
     except Exception:
@@ -68,7 +59,7 @@ def _replace_attention(state: PatchState, blocks: list[nn.Module]) -> None:
         neutreno = spec.uses_neutreno and (spec.selects(index) or index == 0)
         if not (gfsa or neutreno):
             continue
-        lam = spec.lam if spec.uses_neutreno and spec.selects(index) else 0.0
+        lam = spec.neutreno_lambda if spec.uses_neutreno and spec.selects(index) else 0.0
         attention = _filter_attention(block.attn, index, spec, gfsa=gfsa, lam=lam)
         state.add_submodule(block, "attn", attention)
         state.add_parameters(attention)
@@ -110,9 +101,10 @@ def _filter_attention(
         "attn_drop": attn.attn_drop.p,
         "proj_drop": attn.proj_drop.p,
         "neutreno_lambda": lam,
+        "neutreno_learnable": spec.neutreno_learnable and spec.selects(index),
     }
     if gfsa:
-        options.update(K=spec.K, learn=spec.learn)
+        options.update(K=spec.K, learn=spec.learn, exact_power=spec.exact_power, base=spec.base)
     method = "gfsa" if gfsa else "softmax"
     attention = build_attention(method, attn.qkv.in_features, attn.num_heads, **options)
     weight = attn.qkv.weight

@@ -10,7 +10,7 @@
 
 Nothing is ever downloaded: Hugging Face files are read with ``local_files_only=True``. The run's
 method fields translate to one :func:`filterformer.patch` call (:func:`patch_request`); what no
-patch can express (AGF, SAMSA, learnable λ, GFSA and fusion together, …) is refused when the
+patch can express (AGF, SAMSA, GFSA options a patch lacks, …) is refused when the
 config is made. A linear head on the pooled last hidden states classifies
 (:mod:`filterformer.models.pretrained_classifier`), under the training contract.
 """
@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..families import is_timm_vision_transformer
 from ..jsonsafe import reject_unknown_fields
 from ..methods import apply_method
 from ..models.pretrained_classifier import (
@@ -34,7 +35,7 @@ from ..models.pretrained_classifier import (
     TransformersClassifier,
 )
 from ..patching import patch
-from ..patching.options import parse_patch_spec
+from ..patching.options import PATCH_OPTIONS, PATCHABLE_PRESETS, parse_patch_spec
 
 __all__ = [
     "MINILM",
@@ -56,22 +57,24 @@ MINILM = "all-MiniLM-L6-v2"
 #: ``timm:<model name>`` builds that timm ViT with random weights.
 TIMM_PREFIX = "timm:"
 #: Methods a pretrained model takes: each is one :func:`filterformer.patch` call (or none).
-PATCHABLE_METHODS = ("softmax", "gfsa", "neutreno", "gfsa+neutreno", "fusion")
+PATCHABLE_METHODS = ("softmax", *PATCHABLE_PRESETS)
 #: The ``model`` fields a pretrained run may set: the method's. The architecture is the model's.
 PRETRAINED_MODEL_FIELDS = (
-    "attention", "attention_options", "attention_layers", "neutreno_lambda", "fusion",
+    "attention", "attention_options", "attention_layers", "neutreno_lambda",
+    "neutreno_learnable", "fusion",
 )
 #: GFSA options that a patch takes (``model.attention_options``).
-GFSA_PATCH_OPTIONS = ("K", "learn")
+GFSA_PATCH_OPTIONS = tuple(o for o in PATCH_OPTIONS["gfsa"] if o != "layers")
 #: Where a pretrained backbone comes from, and what sits on it.
 BACKENDS = ("transformers", "timm")
 HEADS = ("classification",)
 #: A :func:`filterformer.patch` call: its method (None: no patch) and options.
 PatchCall = tuple[str | None, dict[str, Any]]
 
-_TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)}; model fields it "
-          "takes: attention (softmax or gfsa), attention_options (K, learn), attention_layers, "
-          "neutreno_lambda, fusion")
+_TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)} and their "
+          "combinations; model fields it takes: attention (softmax or gfsa), attention_options "
+          f"({', '.join(GFSA_PATCH_OPTIONS)}), attention_layers, neutreno_lambda, "
+          "neutreno_learnable, fusion")
 
 
 def check_pretrained_source(source: Any) -> None:
@@ -123,19 +126,18 @@ def pretrained_task_options(task: str, options: dict[str, Any], source: str) -> 
 def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchCall:
     """The :func:`filterformer.patch` call of a run's method on a pretrained model.
 
-    ``method``'s preset goes under the explicit ``model_fields`` (:func:`apply_method`), then:
-    ``attention: gfsa`` with ``attention_options`` (``K``, ``learn``) → ``gfsa``;
-    ``neutreno_lambda`` λ ≠ 0 → ``neutreno`` with ``lam=λ``; both → ``gfsa+neutreno``;
-    ``attention_layers`` → ``layers`` (GFSA's and NeuTRENO's alike); ``fusion: mode`` →
-    ``fusion`` with ``mode``. Nothing (``softmax``) means the unpatched model.
+    ``method``'s preset goes under the explicit ``model_fields`` (:func:`apply_method`), and the
+    fields become the patch's options under the same names: ``attention: gfsa`` with its
+    ``attention_options`` → ``gfsa``; ``neutreno_lambda`` λ ≠ 0 (or ``neutreno_learnable``) →
+    ``neutreno``; ``fusion`` → ``fusion``; those used are joined by ``+``; ``attention_layers``
+    → ``layers`` (GFSA's and NeuTRENO's alike). Nothing (``softmax``) means the unpatched model.
 
     Returns:
         ``(patch method or None, its options)``, options as plain data.
 
     Raises:
-        ValueError: for fields no patch expresses (architecture fields, AGF, SAMSA, learnable λ,
-            other GFSA options) and for fusion together with GFSA or NeuTRENO (a model takes one
-            patch), naming the methods that can be patched in.
+        ValueError: for fields no patch expresses (architecture fields, AGF, SAMSA, GFSA options
+            a patch lacks) and layers selected for no method, naming what can be patched in.
     """
     fields = apply_method(dict(model_fields), method)
     called = f"method {method!r}" if method is not None else "the model fields"
@@ -156,33 +158,31 @@ def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchC
             f"model.attention_options.{unknown[0]} cannot be patched in ({called}): a patched "
             f"GFSA takes {', '.join(GFSA_PATCH_OPTIONS)}; {_TAKES}"
         )
-    lam = fields.get("neutreno_lambda", 0.0)
-    layers = fields.get("attention_layers")
-    parts = [name for name, used in (("gfsa", attention == "gfsa"), ("neutreno", lam != 0))
-             if used]
-    if fields.get("fusion") is not None:
-        if parts or layers is not None:
-            combined = "+".join(parts) or "attention_layers"
-            raise ValueError(
-                f"{called} combines fusion with {combined}, but a pretrained model takes one "
-                f"patch (fusion, or GFSA and/or NeuTRENO on chosen layers); {_TAKES}"
-            )
-        return "fusion", {"mode": fields["fusion"]}
-    if not parts:
-        if layers is not None:
-            raise ValueError(f"model.attention_layers ({called}) selects the GFSA or NeuTRENO "
-                             f"layers, and this method patches none; {_TAKES}")
-        return None, {}
+    parts: list[str] = []
     options: dict[str, Any] = {}
     if attention == "gfsa":
+        parts.append("gfsa")
         options.update(gfsa_options)
         if "learn" in options:
-            options["learn"] = [options["learn"]] if isinstance(options["learn"], str) else list(
-                options["learn"])
-    if lam != 0:
-        options["lam"] = lam
+            learn = options["learn"]
+            options["learn"] = [learn] if isinstance(learn, str) else list(learn)
+    lam = fields.get("neutreno_lambda", 0.0)
+    if lam != 0 or fields.get("neutreno_learnable", False):
+        parts.append("neutreno")
+        options["neutreno_lambda"] = lam
+        if fields.get("neutreno_learnable", False):
+            options["neutreno_learnable"] = True
+    layers = fields.get("attention_layers")
     if layers is not None:
+        if not parts:
+            raise ValueError(f"model.attention_layers ({called}) selects the GFSA or NeuTRENO "
+                             f"layers, and this method patches none; {_TAKES}")
         options["layers"] = sorted(layers)
+    if fields.get("fusion") is not None:
+        parts.append("fusion")
+        options["fusion"] = fields["fusion"]
+    if not parts:
+        return None, {}
     patch_method = "+".join(parts)
     parse_patch_spec(patch_method, options)  # a bad K, learn or layer list fails here
     return patch_method, options
@@ -196,7 +196,7 @@ class PretrainedModelConfig:
         pretrained: the source as configured (:func:`check_pretrained_source`).
         backend: ``transformers`` or ``timm``.
         patch: the :func:`filterformer.patch` method, or None for the unpatched model.
-        patch_options: the patch's options (``K``, ``learn``, ``lam``, ``layers``, ``mode``).
+        patch_options: the patch's options (:data:`~filterformer.patching.PATCH_OPTIONS`).
         head: what sits on the backbone: ``classification`` (pooling, then a linear layer).
         num_classes: the head's classes.
         image_size: ``(H, W)`` of an image task's images (timm), else None.
@@ -352,7 +352,6 @@ def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
 
     require_module("timm", "timm")
     import timm
-    from timm.models.vision_transformer import VisionTransformer
 
     name = config.pretrained[len(TIMM_PREFIX):]
     if not timm.is_model(name):
@@ -366,7 +365,7 @@ def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
                                   img_size=config.image_size, patch_size=config.patch_size)
     except TypeError as err:  # another architecture: no img_size or patch_size
         raise ValueError(f"{refusal} ({err})") from None
-    if not isinstance(model, VisionTransformer):
+    if not is_timm_vision_transformer(model):
         raise ValueError(f"{refusal} (it is a {type(model).__name__})")
     return model
 

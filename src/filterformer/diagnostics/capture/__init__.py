@@ -12,13 +12,14 @@ from typing import Any
 
 from torch import nn
 
+from ...families import has_timm_blocks, is_huggingface_model
 from .batch import batch_mask, to_device
 from .captured import CapturedForward
 from .hooks import call_model, capture_with_hooks, resolve_layers
-from .huggingface import capture_huggingface, is_huggingface_model
+from .huggingface import capture_huggingface
 from .native import backbone, capture_native
 from .norms import layer_norms, record_norm_stds
-from .timm import capture_timm, is_timm_vit
+from .timm import capture_timm
 
 __all__ = [
     "MODEL_KINDS",
@@ -54,7 +55,7 @@ def model_kind(model: nn.Module, layers: Sequence[str] | None = None) -> str:
         return "filterformer"
     if is_huggingface_model(model):
         return "huggingface"
-    if is_timm_vit(model):
+    if has_timm_blocks(model):
         return "timm"
     raise ValueError(
         f"cannot capture from a {type(model).__name__}: supported are filterformer models, "

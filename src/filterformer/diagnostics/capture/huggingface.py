@@ -8,53 +8,28 @@ registered attention function keeps it, and whatever weights it returns are used
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from torch import nn
 
+from ...families import attention_implementation, hidden_layers, using_attention_implementation
 from .batch import batch_mask, model_device, to_device, without_labels
 from .captured import CapturedForward
 from .norms import record_norm_stds, smallest_norm_stds
 
-__all__ = ["FUSED_IMPLEMENTATIONS", "capture_huggingface", "is_huggingface_model", "model_layers"]
+__all__ = ["FUSED_IMPLEMENTATIONS", "capture_huggingface"]
 
 #: Attention implementations that return no attention weights.
 FUSED_IMPLEMENTATIONS = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 
 
-def is_huggingface_model(model: nn.Module) -> bool:
-    """Whether ``model`` is a ``transformers.PreTrainedModel`` (False without transformers)."""
-    try:
-        from transformers import PreTrainedModel
-    except ImportError:
-        return False
-    return isinstance(model, PreTrainedModel)
-
-
-def model_layers(model: nn.Module, num_layers: int) -> list[nn.Module]:
-    """The model's stack of layers: its first ``ModuleList`` of exactly ``num_layers`` modules
-    (``encoder.layer`` in BERT, ``h`` in GPT-2, ``blocks`` in timm); empty when none."""
-    for module in model.modules():
-        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
-            return list(module)
-    return []
-
-
-@contextmanager
-def eager_attention(model: nn.Module) -> Iterator[None]:
+def eager_attention(model: nn.Module) -> AbstractContextManager[None]:
     """Switch a fused attention implementation to ``eager`` for the duration."""
-    config = getattr(model, "config", None)
-    current = getattr(config, "_attn_implementation", None)
-    if current not in FUSED_IMPLEMENTATIONS:
-        yield
-        return
-    model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(current)
+    if attention_implementation(getattr(model, "config", None)) not in FUSED_IMPLEMENTATIONS:
+        return nullcontext()
+    return using_attention_implementation(model, "eager")
 
 
 def capture_huggingface(
@@ -78,9 +53,7 @@ def capture_huggingface(
             f"batch for a Hugging Face model must be a dict of its inputs; got {type(batch)}"
         )
     batch = to_device(without_labels(batch), model_device(model))
-    config = model.config
-    num_layers = getattr(config, "num_hidden_layers", None)
-    layers = model_layers(model, num_layers) if norms and num_layers else []
+    layers = hidden_layers(model) if norms else []
     switch = eager_attention(model) if attentions else nullcontext()
     with switch, record_norm_stds(layers) as stds:
         out = model(**batch, output_hidden_states=True, output_attentions=attentions,

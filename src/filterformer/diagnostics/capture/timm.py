@@ -18,21 +18,15 @@ import torch
 from torch import Tensor, nn
 
 from ...attention import AttentionBase, AttentionContext
+from ...families import vision_transformer_blocks
 from .batch import batch_mask, model_device
 from .captured import CapturedForward
 from .norms import record_norm_stds, smallest_norm_stds
 
-__all__ = ["IMAGE_KEYS", "capture_timm", "is_timm_vit"]
+__all__ = ["IMAGE_KEYS", "capture_timm"]
 
 #: Batch keys read as the image tensor when the batch is a dict.
 IMAGE_KEYS = ("images", "inputs", "pixel_values", "x")
-
-
-def is_timm_vit(model: nn.Module) -> bool:
-    """A timm-style ViT: ``forward_intermediates`` and a ``blocks`` stack."""
-    return callable(getattr(model, "forward_intermediates", None)) and isinstance(
-        getattr(model, "blocks", None), nn.Sequential | nn.ModuleList
-    )
 
 
 def _request_maps(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
@@ -95,7 +89,7 @@ def capture_timm(
     """Run a timm ViT and collect its intermediates; every token (class token included) is real.
 
     Args:
-        model: a timm Vision Transformer (``forward_intermediates``, ``blocks``).
+        model: a timm ``VisionTransformer`` (``forward_intermediates``, ``blocks``).
         batch: images ``(B, C, H, W)``, or a dict holding them under one of
             :data:`IMAGE_KEYS`.
         attentions: also return the attention maps of every block.
@@ -113,7 +107,7 @@ def capture_timm(
                 f"batch must hold images under one of {IMAGE_KEYS}; got keys {sorted(batch)}"
             )
     images = images.to(model_device(model))
-    blocks = list(model.blocks)
+    blocks = vision_transformer_blocks(model)
     first_input: list[Tensor] = []
     handle = blocks[0].register_forward_pre_hook(lambda m, args: first_input.append(args[0]))
     try:

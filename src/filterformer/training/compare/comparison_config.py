@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...checks import check_integer
 from ...methods import DEFAULT_METHODS, method_changes
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
@@ -175,10 +176,7 @@ class CompareConfig:
                 f"cost_rounds must be >= 0 (0: no paired measurement) and cost_warmup_steps "
                 f">= 1; got {self.cost_rounds} and {self.cost_warmup_steps}"
             )
-        if self.diagnostics_batches < 1:
-            raise ValueError(
-                f"diagnostics_batches must be a positive integer; got {self.diagnostics_batches}"
-            )
+        check_integer("diagnostics_batches", self.diagnostics_batches)
         if self.base.method is not None:
             raise ValueError(
                 f"the base config sets method={self.base.method!r}, but compare sets the method "

@@ -4,7 +4,7 @@ Runs trained one after another on a shared machine meet different loads, so thei
 step times compare moments, not methods. After training, :func:`measure_cost` builds, for each
 seed, every method's model in this one process (with the run's seed, its AdamW optimiser and the
 same few training batches) and alternates their training steps in rounds, as the benchmark's
-paired check does (:mod:`filterformer.bench.paired`):
+paired check does (:mod:`filterformer.bench.paired_rounds`):
 
 - warm-up rounds of one step per method come first; they are not reported, and each method's
   fastest warm-up step sets how many steps it runs per round, so that a method with a short step
@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from ...bench.paired import alternate_rounds, round_means, round_orders, steps_per_round
-from ...bench.timing import Timer, cpu_timer, cuda_timer
+from ...bench.paired_rounds import alternate_rounds, round_means, round_orders, steps_per_round
+from ...bench.step_measures import StepTimer, time_step
 from ..batches import make_loader, training_batches
 from ..distributed import setup_distributed
 from ..evaluation import model_inputs
@@ -84,19 +84,20 @@ def paired_step_times(
     *,
     rounds: int,
     warmup_steps: int,
-    timer: Timer,
+    timer: StepTimer,
     prepare: Callable[[int, int], None] | None = None,
 ) -> PairedStepTimes:
     """Alternate ``steps`` in rounds and take each one's time per step.
 
     Args:
         steps: one training step per side (method).
-        rounds: timed rounds (>= 1), in :func:`~filterformer.bench.paired.round_orders`' orders.
+        rounds: timed rounds (>= 1), in the orders of
+            :func:`~filterformer.bench.paired_rounds.round_orders`.
         warmup_steps: untimed rounds of one step per side first (>= 1); each side's fastest
             warm-up step sets its steps per round
-            (:func:`~filterformer.bench.paired.steps_per_round`).
-        timer: runs a step once and returns its time in ms (:func:`~filterformer.bench.timing.
-            cpu_timer`, :func:`~filterformer.bench.timing.cuda_timer`).
+            (:func:`~filterformer.bench.paired_rounds.steps_per_round`).
+        timer: runs a step once and returns its time in ms
+            (:func:`~filterformer.bench.step_measures.time_step`).
         prepare: ``prepare(side, round)`` runs before each step, outside the timed region
             (warm-up rounds are numbered from 0 as well).
     """
@@ -157,7 +158,7 @@ def training_inputs(task: Any, batch_size: int, seed: int, count: int,
 
 
 def _measure_seed(config: CompareConfig, task: Any, seed: int, device: torch.device,
-                  timer: Timer) -> PairedStepTimes:
+                  timer: StepTimer) -> PairedStepTimes:
     inputs: dict[int, list[dict[str, Any]]] = {}
     steps = []
     for name in config.methods:
@@ -185,7 +186,7 @@ def measure_cost(
     config: CompareConfig,
     task: Any,
     *,
-    timer: Timer | None = None,
+    timer: StepTimer | None = None,
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Measure every method's time per training step, paired, for every seed (see the module).
@@ -197,7 +198,8 @@ def measure_cost(
     Args:
         config: the comparison (its methods, seeds, ``cost_rounds``, ``cost_warmup_steps``).
         task: the ``TaskData``.
-        timer: runs a step once and returns its ms (default: the device's bench timer).
+        timer: runs a step once and returns its ms (default: the bench's
+            :func:`~filterformer.bench.step_measures.time_step`).
         echo: where one line about the measurement goes.
 
     Returns:
@@ -221,7 +223,7 @@ def measure_cost(
         if cached.get("key") == key:
             echo(f"cost: paired step times reused from {path}")
             return cached["cost"]
-    timer = timer or (cuda_timer if device.type == "cuda" else cpu_timer)
+    timer = timer or time_step
     started = time.perf_counter()
     seeds = {}
     with torch.random.fork_rng(devices=[device.index] if device.type == "cuda" else []):

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ...checks import check_integer
 from ..checkpoint import check_same_config
 from ..model_building import ModelConfig
 from ..progress import RunsProgress
@@ -186,9 +187,9 @@ def train_runs(
     threads = torch.get_num_threads()
     if jobs is None:
         jobs = default_jobs(config.base.device, threads)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs must be a positive integer (runs trained at once) or None (as "
-                         f"many as fit the cores); got {jobs!r}")
+    check_integer(
+        "jobs", jobs, hint=" (runs trained at once) or None (as many as fit the cores)"
+    )
     order = [(method, seed) for method in config.methods for seed in config.seeds]
     progress = RunsProgress(len(order), jobs)
     finished: dict[tuple[str, int], FinishedRun] = {}

@@ -1,4 +1,4 @@
-"""The comparison's figures, drawn with :mod:`filterformer.diagnostics.plots` where they exist.
+"""The comparison's figures, drawn with :mod:`filterformer.diagnostics.figures` where they exist.
 
 Each figure is a PNG under ``figures/`` with a caption, so the HTML report can reference it by a
 relative path.
@@ -15,7 +15,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from ...diagnostics import DiagnosticsReport
-from ...diagnostics.plots import (
+from ...diagnostics.figures import (
     plot_frequency_responses,
     plot_layer_metric,
     plot_learned_filters,

@@ -6,7 +6,7 @@ import torch
 from scipy.special import eval_jacobi
 
 from filterformer.diagnostics import diagnose
-from filterformer.diagnostics.plots import (
+from filterformer.diagnostics.figures import (
     plot_agf_polynomials,
     plot_frequency_responses,
     plot_layer_metric,

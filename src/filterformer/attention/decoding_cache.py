@@ -40,6 +40,14 @@ class LayerCache:
         self.signals[name] = value if past is None else torch.cat([past, value], dim=-2)
         return self.signals[name]
 
+    def append_power(self, n: int, power: Tensor) -> Tensor:
+        """Append the new positions' ``Ā^n V`` (GFSA); return it at every position so far."""
+        return self.append_signal(f"power{n}", power)
+
+    def power(self, n: int) -> Tensor | None:
+        """``Ā^n V`` at every position so far, ``(B, h, T, d)``, or None before any."""
+        return self.signals.get(f"power{n}")
+
 
 class DecodingCache:
     """The caches of every layer of a model, and the number of positions already decoded."""

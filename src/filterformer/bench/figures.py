@@ -1,0 +1,54 @@
+"""``bench.png``: time and extra memory against N on log-log axes, one line per method.
+
+Drawn on a :class:`matplotlib.figure.Figure`, never through ``pyplot``: no display is needed and
+the caller's backend is left alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+
+from .measurement import BenchRecord
+from .method_table import BENCH_METHODS
+from .step_cases import MODES
+
+__all__ = ["plot_records"]
+
+_LINESTYLES = {"kernel": "-", "module": "--", "model": ":"}
+_QUANTITIES = (("median_ms", "time per step (ms)"), ("peak_mb", "extra memory per step (MiB)"))
+
+
+def plot_records(records: list[BenchRecord], path: str | Path) -> Path:
+    """Save log-log plots to ``path`` (PNG): rows time and memory, a column per mode present;
+    kernels solid, modules dashed, models dotted; skipped configurations leave gaps."""
+    modes = [m for m in MODES if any(r.mode == m for r in records)]
+    if not modes:
+        raise ValueError("records must hold at least one configuration to plot")
+    names = [n for n in BENCH_METHODS if any(r.method == n for r in records)]
+    palette = colormaps["tab20"]  # its pairs are similar shades: the dark ones first
+    colors = {n: palette((*range(0, 20, 2), *range(1, 20, 2))[i % 20]) for i, n in enumerate(names)}
+    fig = Figure(figsize=(6.5 * len(modes) + 2.5, 9))
+    axes = fig.subplots(len(_QUANTITIES), len(modes), squeeze=False)
+    for col, mode in enumerate(modes):
+        for row, (quantity, label) in enumerate(_QUANTITIES):
+            ax = axes[row][col]
+            for name in names:
+                points = sorted((r.N, getattr(r, quantity)) for r in records
+                                if (r.method, r.mode) == (name, mode) and r.measured
+                                and (getattr(r, quantity) or 0) > 0)
+                if points:
+                    ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name,
+                            linestyle=_LINESTYLES[BENCH_METHODS[name].level], color=colors[name])
+            ax.set(xscale="log", yscale="log", xlabel="N (tokens)", ylabel=label,
+                   title=f"{mode}: {label}")
+            ax.set_xscale("log", base=2)
+            ax.grid(True, which="both", alpha=0.3)
+    legend = {t: h for ax in axes.flat for h, t in zip(*ax.get_legend_handles_labels(),
+                                                       strict=True)}
+    fig.legend(list(legend.values()), list(legend), loc="center right", fontsize=8)
+    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    fig.savefig(path, dpi=120)
+    return Path(path)

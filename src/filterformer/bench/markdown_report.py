@@ -1,0 +1,128 @@
+"""``bench.md``: time and memory tables, the targets, what one step runs, what was skipped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .measurement import BenchRecord, find_record
+from .method_table import BENCH_METHODS
+from .performance_targets import TargetResult
+from .step_cases import MODES
+
+__all__ = ["markdown_report", "quantity_table", "targets_table"]
+
+_MODE_TITLES = {"train": "training (forward + backward)", "inference": "inference (forward)"}
+_PAIRED_NOTE = (
+    "A paired ratio re-measures a time ratio with both sides built in one fresh process and "
+    "their steps alternated, so load from elsewhere on the machine falls on both alike: the "
+    "median of the rounds' ratios, the middle half of them in parentheses. Where there is one, "
+    "the result reads it rather than the table's ratio of two processes run minutes apart."
+)
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str) -> str:
+    if record is None or not record.measured:
+        return "" if record is None else "skip"
+    value = getattr(record, quantity)
+    base = record.baseline and find_record(records, record.baseline, record.N, record.mode)
+    if base and base.measured and getattr(base, quantity) > 0:
+        return f"{_number(value)} ({value / getattr(base, quantity):.2f}×)"
+    return _number(value)
+
+
+def _ordered(values: list[str], order: tuple[str, ...]) -> list[str]:
+    return sorted(set(values), key=lambda v: order.index(v) if v in order else len(order))
+
+
+def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
+    """A markdown table of ``quantity`` (``median_ms`` or ``peak_mb``) in ``mode``: a row per
+    method, a column per N, each cell ``value (× baseline)``."""
+    rows = [r for r in records if r.mode == mode]
+    lengths = sorted({r.N for r in rows})
+    lines = ["| method | level | baseline | " + " | ".join(f"N={N}" for N in lengths) + " |",
+             "|---|---|---|" + "---:|" * len(lengths)]
+    for method in _ordered([r.method for r in rows], tuple(BENCH_METHODS)):
+        first = next(r for r in rows if r.method == method)
+        cells = [_cell(records, find_record(records, method, N, mode), quantity) for N in lengths]
+        lines.append(f"| {method} | {first.level} | {first.baseline or ''} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) if rows else ""
+
+
+def targets_table(results: list[TargetResult]) -> str:
+    """The targets with their table and paired ratios, the bound and the verdict."""
+    lines = ["| target | mode | table | paired | required | result |",
+             "|---|---|---:|---:|---|---|"]
+    for result in results:
+        target, paired = result.target, result.paired if result.paired is not None else ""
+        if isinstance(paired, float):
+            spread = result.paired_spread
+            paired = f"{paired:.2f}" + (" ({:.2f}–{:.2f})".format(*spread) if spread else "")
+        table = "—" if result.ratio is None else f"{result.ratio:.2f}"
+        verdict = {None: "not measured", True: "pass", False: "**miss**"}[result.passed]
+        lines.append(f"| {target.name} | {result.mode} | {table} | {paired} "
+                     f"| {target.op} {target.bound:g} | {verdict} |")
+    return "\n".join(lines)
+
+
+def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -> list[str]:
+    first = next((r for r in records if r.batch is not None), None)
+    end = machine.get("load_average_end")
+    lines = [
+        f"- Machine: {machine.get('gpu') or machine.get('cpu')} ({machine.get('device')}; "
+        f"{machine.get('cpu_count')} CPU cores, torch threads {machine.get('torch_threads')}), "
+        f"torch {machine.get('torch')}, x-transformers {machine.get('x_transformers')}, "
+        f"{machine.get('date')}, load average (1, 5, 15 min) at start "
+        f"{machine.get('load_average')}" + (f", at end {end}" if end is not None else "") + ".",
+        f"- Command: `{command}`",
+    ]
+    if first is not None:
+        lines.append(
+            f"- Shapes: kernels take q, k, v of shape (B={first.batch}, h={first.heads}, N, "
+            f"d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
+            f"D={first.heads * first.dim}). Modules include their projections and are compared "
+            "with the softmax module of the same width; models are compared with our softmax "
+            "model."
+        )
+    lines += [
+        "- Time: median of the timed repeats after warm-up, one step each (training: forward + "
+        "backward of a fixed upstream gradient; inference: forward under inference_mode), "
+        "read by torch.utils.benchmark's clock, which synchronises CUDA first.",
+        "- Memory: extra memory of one step over the inputs and weights already held; on the "
+        "CPU peak RSS growth in a fresh process per configuration, on CUDA peak allocated "
+        "memory.",
+    ]
+    allocators = sorted({r.allocator for r in records if r.allocator is not None})
+    if allocators:
+        lines.append(
+            f"- CPU heap while timing: {', '.join(allocators)} (reuse: freed memory is kept for "
+            "the next allocation, as a caching allocator does; system: glibc's defaults, "
+            "under which tensors of 32 MiB or more page-fault anew every step)."
+        )
+    return lines
+
+
+def markdown_report(
+    records: list[BenchRecord], results: list[TargetResult], machine: dict[str, Any], command: str
+) -> str:
+    """The whole run as one markdown document."""
+    lines = ["# filterformer bench", "", *_header(machine, command, records), ""]
+    for quantity, title in (("median_ms", "Time per step (median ms"),
+                            ("peak_mb", "Extra memory per step (MiB")):
+        for mode in _ordered([r.mode for r in records], MODES):
+            lines += [f"## {title}, {_MODE_TITLES[mode]}; × baseline in parentheses)", "",
+                      quantity_table(records, quantity, mode), ""]
+    lines += ["## Targets", "", targets_table(results), ""]
+    if any(r.paired is not None for r in results):
+        lines += [_PAIRED_NOTE, ""]
+    lines += ["## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
+    for name in _ordered([r.method for r in records], tuple(BENCH_METHODS)):
+        lines.append(f"| {name} | {BENCH_METHODS[name].level} | {BENCH_METHODS[name].timed} |")
+    skipped = [f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}" for r in records if not r.measured]
+    if skipped:
+        lines += ["", "## Skipped", "", *skipped]
+    return "\n".join(lines) + "\n"
