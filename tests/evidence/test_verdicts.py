@@ -6,26 +6,27 @@ from filterformer.evidence.verdicts import OUTCOMES, claim_verdict, detectable_d
 from .results_fixture import reference_difference
 
 S, C, I, N = "supports", "contradicts", "inconclusive at this scale", "not run yet"
-#: compare's verdict → the verdict for each claimed direction (better, worse, same).
+#: compare's verdict → the verdict for each claim (better, worse, same, not worse).
+EXPECTS = ("better", "worse", "same", "not worse")
 RULES = {
-    "better": (S, C, C),
-    "worse": (C, S, C),
-    "no significant difference": (I, I, S),
-    "too few seeds": (I, I, I),
-    None: (N, N, N),
+    "better": (S, C, C, S),
+    "worse": (C, S, C, C),
+    "no significant difference": (I, I, S, S),
+    "too few seeds": (I, I, I, I),
+    None: (N, N, N, N),
 }
 
 
 @pytest.mark.parametrize("compare_verdict", list(RULES))
-@pytest.mark.parametrize("expect", ["better", "worse", "same"])
+@pytest.mark.parametrize("expect", EXPECTS)
 def test_verdicts_follow_the_rules(compare_verdict, expect):
-    expected = RULES[compare_verdict][("better", "worse", "same").index(expect)]
+    expected = RULES[compare_verdict][EXPECTS.index(expect)]
     assert claim_verdict(compare_verdict, expect) == expected
     assert expected in OUTCOMES
 
 
 def test_unknown_inputs_are_refused_with_the_valid_choices():
-    with pytest.raises(ValueError, match="better, worse, same"):
+    with pytest.raises(ValueError, match="better, worse, same, not worse"):
         claim_verdict("better", "improves")
     with pytest.raises(ValueError, match="no significant difference"):
         claim_verdict("significant", "better")

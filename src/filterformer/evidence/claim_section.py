@@ -94,6 +94,9 @@ def _expectation(expect: str, metric: str) -> str:
     higher = metric_direction(metric)
     if expect == "same" or higher is None:
         return expect
+    better_is = "higher" if higher else "lower"
+    if expect == "not worse":
+        return f"not worse ({better_is} or the same)"
     return f"{expect} ({'higher' if (expect == 'better') == higher else 'lower'})"
 
 

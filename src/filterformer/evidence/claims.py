@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from .verdicts import EXPECTATIONS
+
 __all__ = [
     "CLAIM_KEYS",
     "EXPECTATIONS",
@@ -29,8 +31,6 @@ __all__ = [
     "parse_claims",
 ]
 
-#: What a test row may claim of the method against the baseline, in compare's orientation.
-EXPECTATIONS = ("better", "worse", "same")
 #: The kinds of key figure a claim may have.
 FIGURE_KINDS = ("file", "trend", "layers")
 

@@ -80,7 +80,7 @@ def verdict_text(row: JudgedRow) -> str:
             return f"{text} (too few seeds for an interval: {difference['seeds']})"
         few = "; too few seeds" if difference["verdict"] == "too few seeds" else ""
         return f"{text} (smallest detectable difference {format_half_width(metric, half)}{few})"
-    if row.verdict == SUPPORTS and row.test.expect == "same":
+    if row.verdict == SUPPORTS and difference["verdict"] == "no significant difference":
         interval = format_interval(metric, difference["ci_low"], difference["ci_high"])
         return f"{text} (no significant difference; 95 % interval {interval})"
     return text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "CONTRADICTS",
+    "EXPECTATIONS",
     "INCONCLUSIVE",
     "NOT_RUN",
     "OUTCOMES",
@@ -16,6 +17,9 @@ __all__ = [
     "claim_verdict",
     "detectable_difference",
 ]
+
+#: What a test row may claim of the method against the baseline, in compare's orientation.
+EXPECTATIONS = ("better", "worse", "same", "not worse")
 
 SUPPORTS = "supports"
 CONTRADICTS = "contradicts"
@@ -36,17 +40,19 @@ def claim_verdict(compare_verdict: str | None, expect: str) -> str:
             ``results.json`` (``better``, ``worse``, ``no significant difference``,
             ``too few seeds``), or None when the comparison has not run yet.
         expect: what the paper claims of the method against the baseline, in compare's
-            orientation: ``better`` (an improvement), ``worse``, or ``same`` (no difference).
+            orientation: ``better`` (an improvement), ``worse``, ``same`` (no difference), or
+            ``not worse`` (on par or better).
 
     Returns:
         ``supports`` when compare's verdict is the claimed direction (for ``same``: no
-        significant difference); ``contradicts`` when it is the opposite significant direction
-        (for ``same``: any significant one); ``inconclusive at this scale`` when the difference
-        is not significant, or the seeds too few, and the claim is of a direction; ``not run
-        yet`` without results. ``too few seeds`` is inconclusive whatever the claim.
+        significant difference; for ``not worse``: better or no significant difference);
+        ``contradicts`` when it is the opposite significant direction (for ``same``: any
+        significant one; for ``not worse``: worse); ``inconclusive at this scale`` when the
+        difference is not significant, or the seeds too few, and the claim is of a direction;
+        ``not run yet`` without results. ``too few seeds`` is inconclusive whatever the claim.
     """
-    if expect not in ("better", "worse", "same"):
-        raise ValueError(f"expect must be one of better, worse, same; got {expect!r}")
+    if expect not in EXPECTATIONS:
+        raise ValueError(f"expect must be one of {', '.join(EXPECTATIONS)}; got {expect!r}")
     if compare_verdict is None:
         return NOT_RUN
     if compare_verdict not in (*_SIGNIFICANT, *_NOT_SIGNIFICANT):
@@ -56,6 +62,8 @@ def claim_verdict(compare_verdict: str | None, expect: str) -> str:
         return INCONCLUSIVE
     if expect == "same":
         return SUPPORTS if compare_verdict == "no significant difference" else CONTRADICTS
+    if expect == "not worse":
+        return CONTRADICTS if compare_verdict == "worse" else SUPPORTS
     if compare_verdict == "no significant difference":
         return INCONCLUSIVE
     return SUPPORTS if compare_verdict == expect else CONTRADICTS
