@@ -80,3 +80,9 @@ def test_an_empty_sequence_is_refused_for_every_input_kind(position):
     for name, (args, kwargs) in cases.items():
         with pytest.raises(ValueError, match=rf"{name} has sequence length N = 0 \(shape \(2, 0"):
             embed(*args, **kwargs)
+
+
+def test_an_empty_batch_embeds_to_an_empty_batch():
+    embed = InputEmbedding(8, vocab_size=11, max_len=16)
+    length = int(torch.randint(1, 16, ()))
+    assert embed(torch.zeros(0, length, dtype=torch.long)).shape == (0, length, 8)

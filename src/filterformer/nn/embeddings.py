@@ -138,6 +138,8 @@ def _check_token_ids(input_ids: Tensor, vocab_size: int) -> None:
             "input_ids must be an integer tensor (torch.long or torch.int32); got "
             f"{input_ids.dtype}"
         )
+    if input_ids.numel() == 0:  # an empty batch (B = 0) holds no id to check
+        return
     low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one host sync, not two
     if low >= 0 and high < vocab_size:
         return
