@@ -115,3 +115,28 @@ def test_forward_rejects_bad_input():
         from filterformer.attention import LayerCache
 
         module(torch.randn(2, 5, DIM), cache=LayerCache())
+
+
+@pytest.mark.parametrize("name", attention_names())
+@pytest.mark.parametrize("lam", [float("nan"), float("inf"), -0.5])
+@pytest.mark.parametrize("learnable", [False, True])
+def test_every_method_refuses_a_non_finite_or_negative_neutreno_lambda(name, lam, learnable):
+    with pytest.raises(ValueError, match=r"neutreno_lambda must be a finite number >= 0"):
+        build_attention(name, DIM, HEADS, neutreno_lambda=lam, neutreno_learnable=learnable)
+
+
+def test_config_module_and_patch_refuse_a_bad_lambda_with_one_message():
+    from filterformer.models import TransformerConfig
+    from filterformer.patching.options import parse_patch_spec
+
+    lam = -float(torch.rand(()).item()) - 1e-3
+    messages = []
+    for entry in (
+        lambda: TransformerConfig(neutreno_lambda=lam),
+        lambda: SoftmaxAttention(DIM, HEADS, neutreno_lambda=lam),
+        lambda: parse_patch_spec("neutreno", {"neutreno_lambda": lam}),
+    ):
+        with pytest.raises(ValueError) as error:
+            entry()
+        messages.append(str(error.value))
+    assert len(set(messages)) == 1 and repr(lam) in messages[0]

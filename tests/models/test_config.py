@@ -14,6 +14,10 @@ from filterformer.models import TransformerConfig
         ({"depth": 0}, "depth must be a positive integer"),
         ({"attention_layers": (0, 4)}, r"attention_layers must be 0-based indices in 0\.\.3"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\)"),
+        ({"neutreno_lambda": float("nan")}, r"neutreno_lambda must be a finite number >= 0"),
+        ({"neutreno_lambda": float("inf")}, r"neutreno_lambda must be a finite number >= 0"),
+        ({"neutreno_lambda": -1.0}, r"neutreno_lambda must be a finite number >= 0 \(the papers "
+                                    r"use λ in \(0, 1\]"),
     ],
 )
 def test_config_rejects_bad_values(overrides, needle):

@@ -58,6 +58,8 @@ def test_learn_keeps_the_coefficients_order():
         ("neutreno", {"neutreno_learnable": "yes"}, "neutreno_learnable must be True or False"),
         ("neutreno", {"neutreno_lambda": "0.6"}, "neutreno_lambda must be a finite number"),
         ("neutreno", {"neutreno_lambda": float("nan")}, "neutreno_lambda must be a finite number"),
+        ("neutreno", {"neutreno_lambda": float("-inf")}, "neutreno_lambda must be a finite number"),
+        ("neutreno", {"neutreno_lambda": -0.4}, r">= 0 \(the papers use λ in \(0, 1\]"),
         ("gfsa", {"layers": 1}, "layers must be a list of 0-based layer indices"),
         ("gfsa", {"layers": [-1]}, r"ints >= 0"),
         ("gfsa", {"layers": []}, "non-empty"),

@@ -14,7 +14,12 @@ import torch
 from torch import Tensor, nn
 
 from ..checks import check_probability
-from ..functional import attention_matrix, check_key_padding_mask, key_padding_from_attn_mask
+from ..functional import (
+    attention_matrix,
+    check_key_padding_mask,
+    check_neutreno_lambda,
+    key_padding_from_attn_mask,
+)
 from ..optim import exclude_from_weight_decay
 from .context import AttentionContext, AttentionMaps
 from .decoding_cache import LayerCache
@@ -71,7 +76,8 @@ class AttentionBase(nn.Module):
             apply it to their filtered output, and say so).
         proj_drop: dropout after the output projection.
         causal: whether the layer is causal; methods with ``supports_causal = False`` raise.
-        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 disables the term.
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2), a finite number >= 0 (the papers use
+            (0, 1]); 0 disables the term.
         neutreno_learnable: learn a per-head λ initialised to ``neutreno_lambda``.
     """
 
@@ -104,6 +110,7 @@ class AttentionBase(nn.Module):
             raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
         check_probability("attn_drop", attn_drop)
         check_probability("proj_drop", proj_drop)
+        neutreno_lambda = check_neutreno_lambda(neutreno_lambda)
         if causal and not self.supports_causal:
             raise ValueError(
                 f"attention {self.method!r} is non-causal only; use a causal method such as "
@@ -119,10 +126,10 @@ class AttentionBase(nn.Module):
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
         if neutreno_learnable:
-            lam = nn.Parameter(torch.full((num_heads,), float(neutreno_lambda)))
+            lam = nn.Parameter(torch.full((num_heads,), neutreno_lambda))
             self.neutreno_lambda = exclude_from_weight_decay(lam)
         else:
-            self.neutreno_lambda = float(neutreno_lambda)
+            self.neutreno_lambda = neutreno_lambda
 
     @property
     def uses_neutreno(self) -> bool:

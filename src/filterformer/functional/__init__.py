@@ -24,7 +24,7 @@ from .masks import (
     key_padding_from_attn_mask,
     sdpa_mask,
 )
-from .neutreno import neutreno
+from .neutreno import check_neutreno_lambda, neutreno
 from .polynomials import (
     POLYNOMIAL_BASES,
     chebyshev_basis,
@@ -62,6 +62,7 @@ __all__ = [
     "causal_mask",
     "chebyshev_basis",
     "check_key_padding_mask",
+    "check_neutreno_lambda",
     "check_qkv",
     "differentiable_topk",
     "efficient_attention",

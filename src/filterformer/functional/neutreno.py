@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from torch import Tensor
 
-__all__ = ["neutreno"]
+__all__ = ["check_neutreno_lambda", "neutreno"]
+
+
+def check_neutreno_lambda(lam: Any) -> float:
+    """Return NeuTRENO's λ as a float if it is a finite number ``>= 0``, else ValueError.
+
+    The papers use λ in (0, 1] (0.6 vision, 0.4 language modelling) and 0 disables the term; a
+    negative λ pushes the output away from V⁰, the opposite of the method, and NaN or ±inf would
+    make every later layer's output non-finite. Larger-than-1 values are allowed (the term stays
+    well defined) but outside what the papers tried.
+    """
+    if (
+        isinstance(lam, bool)
+        or not isinstance(lam, (int, float))
+        or not math.isfinite(lam)
+        or lam < 0
+    ):
+        raise ValueError(
+            "neutreno_lambda must be a finite number >= 0 (the papers use λ in (0, 1]: 0.6 "
+            f"vision, 0.4 language; 0 disables the term); got {lam!r}"
+        )
+    return float(lam)
 
 
 def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float | Tensor) -> Tensor:

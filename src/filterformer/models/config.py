@@ -8,6 +8,7 @@ from typing import Any
 
 from ..attention import get_attention_class
 from ..checks import check_choice, check_integer, check_probability
+from ..functional.neutreno import check_neutreno_lambda
 from ..jsonsafe import reject_unknown_fields
 from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
 
@@ -33,7 +34,8 @@ class TransformerConfig:
         attention_options: keyword options of that method (e.g. ``{"K": 3}`` for GFSA).
         attention_layers: 0-based indices of the blocks that use ``attention``; the others use
             softmax. None means every block (GFSA's "even-numbered layers" are ``(1, 3, 5, …)``).
-        neutreno_lambda: NeuTRENO's λ on every attention layer (0 disables it).
+        neutreno_lambda: NeuTRENO's λ on every attention layer, a finite number >= 0 (the papers
+            use (0, 1]; 0 disables it).
         neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
         fusion: fuse every layer's output before the head: None, ``concat``, ``max`` or ``gate``.
         fusion_include_embeddings: also fuse the embedding output H_0.
@@ -89,6 +91,7 @@ class TransformerConfig:
             self.attention_layers = layers
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
+        check_neutreno_lambda(self.neutreno_lambda)
         self.attention_options = dict(self.attention_options)
 
     def layer_attention(self, index: int) -> tuple[str, dict[str, Any]]:

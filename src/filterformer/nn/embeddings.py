@@ -25,6 +25,10 @@ def sinusoidal_positions(length: int, dim: int) -> Tensor:
 class InputEmbedding(nn.Module):
     """Embed ``input_ids`` ``(B, N)``, ``inputs`` ``(B, N, F)`` or ready ``inputs_embeds``.
 
+    Every model's input passes through here, so this is where bad input is refused with a
+    ValueError rather than a NaN or an indexing error deeper down: an empty sequence (N = 0),
+    token ids outside ``[0, vocab_size)``, or a sequence longer than ``max_len``.
+
     Args:
         dim: width D.
         vocab_size: token vocabulary (enables ``input_ids``).
@@ -66,7 +70,22 @@ class InputEmbedding(nn.Module):
         inputs_embeds: Tensor | None = None,
         offset: int = 0,
     ) -> Tensor:
-        """Exactly one of the three inputs; ``offset`` is the first position (decoding)."""
+        """Exactly one of the three inputs; ``offset`` is the first position (decoding).
+
+        Args:
+            input_ids: ``(B, N)`` integer token ids in ``[0, vocab_size)``, or
+            inputs: ``(B, N, input_dim)`` continuous features, or
+            inputs_embeds: ``(B, N, D)`` ready embeddings.
+            offset: the position of the first of the N tokens.
+
+        Returns:
+            ``(B, N, D)``.
+
+        Raises:
+            ValueError: for N = 0, ids outside ``[0, vocab_size)`` (naming the smallest and
+                largest offending ids), a wrong shape or ``offset + N > max_len``.
+            TypeError: for ``input_ids`` that are not an integer tensor.
+        """
         given = [name for name, t in (("input_ids", input_ids), ("inputs", inputs),
                                       ("inputs_embeds", inputs_embeds)) if t is not None]
         if len(given) != 1:
@@ -76,17 +95,21 @@ class InputEmbedding(nn.Module):
                 raise ValueError("input_ids needs a model built with vocab_size")
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be (B, N); got {tuple(input_ids.shape)}")
+            _check_length("input_ids", input_ids)
+            _check_token_ids(input_ids, self.tokens.num_embeddings)
             x = self.tokens(input_ids)
         elif inputs is not None:
             if self.features is None:
                 raise ValueError("inputs needs a model built with input_dim")
             if inputs.dim() != 3:
                 raise ValueError(f"inputs must be (B, N, input_dim); got {tuple(inputs.shape)}")
+            _check_length("inputs", inputs)
             x = self.features(inputs)
         else:
             if inputs_embeds.dim() != 3:
                 shape = tuple(inputs_embeds.shape)
                 raise ValueError(f"inputs_embeds must be (B, N, D); got {shape}")
+            _check_length("inputs_embeds", inputs_embeds)
             x = inputs_embeds
         length = x.shape[1]
         if self.position != "none":
@@ -98,3 +121,30 @@ class InputEmbedding(nn.Module):
             table = self.positions(index) if self.position == "learned" else self.positions[index]
             x = x + table.to(x.dtype)
         return self.drop(x)
+
+
+def _check_length(name: str, tensor: Tensor) -> None:
+    # Attention over zero keys is a softmax over nothing: NaN outputs, not an error.
+    if tensor.shape[1] == 0:
+        raise ValueError(
+            f"{name} has sequence length N = 0 (shape {tuple(tensor.shape)}); a model needs at "
+            "least one position"
+        )
+
+
+def _check_token_ids(input_ids: Tensor, vocab_size: int) -> None:
+    if input_ids.dtype not in (torch.int64, torch.int32):
+        raise TypeError(
+            "input_ids must be an integer tensor (torch.long or torch.int32); got "
+            f"{input_ids.dtype}"
+        )
+    if input_ids.numel() == 0:  # an empty batch (B = 0) holds no id to check
+        return
+    low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one host sync, not two
+    if low >= 0 and high < vocab_size:
+        return
+    outside = input_ids[(input_ids < 0) | (input_ids >= vocab_size)]
+    raise ValueError(
+        f"input_ids must lie in [0, vocab_size) = [0, {vocab_size}); {outside.numel()} id(s) "
+        f"out of range, smallest {outside.min().item()}, largest {outside.max().item()}"
+    )

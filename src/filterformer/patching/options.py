@@ -8,13 +8,13 @@ options, and their defaults come from the same presets.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
 from ..functional.gfsa import GFSA_BASES, check_order
+from ..functional.neutreno import check_neutreno_lambda
 from ..methods import GFSA_ORDER, METHOD_PRESETS, method_changes
 from ..nn.fusion import FUSION_MODES
 
@@ -41,7 +41,7 @@ class PatchSpec:
         learn: the GFSA coefficients that are learned; the others are fixed buffers.
         exact_power: GFSA's true ``Ā^K`` instead of the Taylor stand-in.
         base: GFSA's base attention, ``"softmax"`` or ``"efficient"`` (non-causal models).
-        neutreno_lambda: NeuTRENO's λ (METHODS.md §2); 0 without NeuTRENO.
+        neutreno_lambda: NeuTRENO's λ (METHODS.md §2), finite and >= 0; 0 without NeuTRENO.
         neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
         fusion: the layer-fusion mode (METHODS.md §5), or None.
         layers: 0-based indices of the layers that use GFSA and NeuTRENO; None for all.
@@ -130,7 +130,7 @@ def parse_patch_spec(method: str, options: Mapping[str, Any]) -> PatchSpec:
             raise ValueError(f"base must be one of {GFSA_BASES}; got {options['base']!r}")
         values["base"] = options["base"]
     if "neutreno_lambda" in options:
-        values["neutreno_lambda"] = _parse_lambda(options["neutreno_lambda"])
+        values["neutreno_lambda"] = check_neutreno_lambda(options["neutreno_lambda"])
     if options.get("layers") is not None:
         values["layers"] = _parse_layers(options["layers"])
     if "fusion" in options:
@@ -164,14 +164,6 @@ def _parse_learn(learn: str | Iterable[str]) -> tuple[str, ...]:
             f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; got {unknown}"
         )
     return tuple(name for name in GFSA_COEFFICIENTS if name in names)
-
-
-def _parse_lambda(lam: Any) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam):
-        raise ValueError(
-            f"neutreno_lambda must be a finite number (0.6 vision, 0.4 language); got {lam!r}"
-        )
-    return float(lam)
 
 
 def _parse_layers(layers: Any) -> frozenset[int]:
