@@ -144,3 +144,26 @@ def test_invalid_arguments_are_rejected():
         topk_gather(scores, candidates, 0)
     with pytest.raises(ValueError, match="candidates must have shape"):
         topk_gather(scores, candidates[..., :5, :], 2)
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+def test_half_precision_candidates_give_the_float64_gradients(mode):
+    # SAMSA's case: float32 scores, float16 keys and values of magnitude ~10², gradients ~10².
+    # The weights' gradient sums grad·X, whose products overflow float16 while the sum fits.
+    scores, candidates = _scores_and_candidates()
+    scores = scores.float().requires_grad_()
+    candidates = (300 * candidates).half().requires_grad_()
+    grad = (300 * torch.randn(B, H, K, C)).half()
+    sampled = differentiable_topk(scores, candidates, K, mode=mode, temperature=0.5)
+    d_scores, d_candidates = torch.autograd.grad(sampled, (scores, candidates), grad)
+    wide_scores, wide_candidates = (
+        t.detach().double().requires_grad_() for t in (scores, candidates)
+    )
+    expected = differentiable_topk(wide_scores, wide_candidates, K, mode=mode, temperature=0.5)
+    expected_grads = torch.autograd.grad(expected, (wide_scores, wide_candidates), grad.double())
+    assert sampled.dtype == torch.float16 and d_candidates.dtype == torch.float16
+    for actual, reference in zip((sampled, d_scores, d_candidates), (expected, *expected_grads),
+                                 strict=True):
+        assert actual.isfinite().all()
+        scale = reference.abs().max().item()
+        torch.testing.assert_close(actual.double(), reference, rtol=2e-3, atol=2e-3 * scale)

@@ -63,3 +63,28 @@ def test_attend_rejects_bad_masks():
         attend(q, k, v, attn_mask=torch.ones(7, 7, dtype=torch.long))
     with pytest.raises(ValueError, match="padding mask"):
         attend(q, k, v, key_padding_mask=torch.ones(2, 6, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("logit_scale", [1.0, 1e4])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_attention_matrix_in_half_precision_matches_float64(dtype, logit_scale):
+    # ×1e4 makes QKᵀ ~1e8: beyond float16, whose softmax then gave NaN values and gradients.
+    q, k, v = (logit_scale * t for t in _qkv(dtype=torch.float32))
+    q, k, v = (t.to(dtype).requires_grad_() for t in (q, k, v))
+    padding = torch.ones(2, 7, dtype=torch.bool)
+    padding[1, 4:] = False
+    weights = torch.randn(2, 2, 7, 7, dtype=torch.float64)  # a loss that needs every entry
+    attn = attention_matrix(q, k, key_padding_mask=padding, is_causal=True)
+    (attn.double() * weights).sum().backward()
+    q64, k64 = (t.detach().double().requires_grad_() for t in (q, k))
+    expected = explicit_attention(q64, k64, key_padding=padding, causal=True)
+    (expected * weights).sum().backward()
+    assert attn.dtype == dtype and q.grad.dtype == dtype
+    tol = 5e-3 if dtype == torch.float16 else 4e-2
+    for actual, reference in ((attn, expected), (q.grad, q64.grad), (k.grad, k64.grad)):
+        assert actual.isfinite().all()
+        scale = reference.abs().max().item()
+        torch.testing.assert_close(actual.double(), reference, rtol=tol, atol=tol * scale)
+    out = attend(q, k, v, key_padding_mask=padding, is_causal=True)  # the fused path agrees
+    out.double().sum().backward()
+    assert out.isfinite().all() and q.grad.isfinite().all() and v.grad.isfinite().all()

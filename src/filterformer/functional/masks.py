@@ -161,9 +161,14 @@ def sdpa_mask(
     A causal request alone on a square problem stays a flag (so fused kernels keep their fast
     path); with other masks, with fewer queries than keys (decoding), or when
     ``explicit_causal`` asks for it, it is materialised as a bottom-right aligned boolean mask.
+    A float mask comes back in ``dtype`` (SDPA refuses a float64 or half-precision mask beside
+    queries of another dtype), its masked entries already ``-inf``.
     """
     if attn_mask is not None:
         attn_mask = _check_attn_mask(attn_mask, batch, heads, query_len, key_len)
+        if attn_mask.is_floating_point():
+            # Masked entries are -inf by now, which every floating dtype holds.
+            attn_mask = attn_mask.to(dtype)
     if key_padding_mask is not None:
         key_padding_mask = check_key_padding_mask(key_padding_mask, batch, key_len)
         attn_mask = combine_masks(key_padding_to_attn_mask(key_padding_mask), attn_mask, dtype)

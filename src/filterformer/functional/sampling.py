@@ -123,6 +123,9 @@ def differentiable_topk(
     """Sample k of M candidates without replacement, with gradients to scores and candidates.
 
     Gumbel noise, if any, is already in ``scores`` (add :func:`gumbel_noise` while training).
+    The mixture's weights and the mixture are computed in float32 at least (float64 stays
+    float64) and returned in the candidates' dtype, so half-precision candidates do not overflow
+    the weights' gradient.
 
     Args:
         scores: ``(..., M)`` importance scores, ``M ≥ 2k``; excluded candidates (padding) carry
@@ -139,12 +142,17 @@ def differentiable_topk(
         raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
     _check_scores(scores, candidates)
     top, bot = topk_split(scores, k)
-    keep, mix = sampling_mixture(scores.gather(-1, top), scores.gather(-1, bot), temperature)
-    keep, mix = keep.to(candidates.dtype), mix.to(candidates.dtype)
+    # The mixture's backward multiplies the incoming gradient by the candidates (the weights'
+    # gradient is Σ_c grad·X): in half precision that product overflows while the gradient it
+    # gives the scores is small. Weights and mixture are formed in float32 at least.
+    wide = torch.promote_types(torch.promote_types(scores.dtype, candidates.dtype), torch.float32)
+    z_top, z_bot = scores.gather(-1, top).to(wide), scores.gather(-1, bot).to(wide)
+    keep, mix = sampling_mixture(z_top, z_bot, temperature)
     x_top, x_bot = gather_rows(candidates, top), gather_rows(candidates, bot)
     if mode == "soft":
-        return keep.unsqueeze(-1) * x_top + mix @ x_bot
+        soft = keep.unsqueeze(-1) * x_top.to(wide) + mix @ x_bot.to(wide)
+        return soft.to(candidates.dtype)
     # Straight-through: the value is exactly x_top; only the scores see the soft sample's
     # gradient, built from detached vectors so neither x_top nor x_bot gets a second path.
-    soft = keep.unsqueeze(-1) * x_top.detach() + mix @ x_bot.detach()
-    return x_top + (soft - soft.detach())
+    soft = keep.unsqueeze(-1) * x_top.detach().to(wide) + mix @ x_bot.detach().to(wide)
+    return x_top + (soft - soft.detach()).to(candidates.dtype)

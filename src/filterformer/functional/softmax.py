@@ -89,11 +89,26 @@ def attention_matrix(
     """The explicit row-stochastic ``Ā = softmax(QKᵀ·scale + mask)``, shape ``(B, h, L, S)``.
 
     For diagnostics and references on small N: this allocates the full matrix. Rows in which
-    every key is masked are 0.
+    every key is masked are 0. Scores and softmax are computed in float32 at least (float64 stays
+    float64) and ``Ā`` is returned in q's dtype: in float16, ``QKᵀ`` overflows to ``inf`` for
+    large logits (and the softmax to NaN) where :func:`attend`'s fused kernels stay finite.
+
+    Args:
+        q: ``(B, h, L, d)`` queries.
+        k: ``(B, h, S, d)`` keys.
+        attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``.
+        key_padding_mask: ``(B, S)`` bool, True at real tokens.
+        is_causal: causal masking, aligned bottom-right when ``L < S``.
+        scale: score scale; ``1/sqrt(d)`` when None.
+
+    Returns:
+        ``(B, h, L, S)`` in q's dtype.
     """
     check_qkv(q, k, k)
-    mask, _ = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal, explicit_causal=True)
-    scores = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    wide = torch.promote_types(q.dtype, torch.float32)
+    qw, kw = q.to(wide), k.to(wide)
+    mask, _ = _fold_masks(qw, kw, attn_mask, key_padding_mask, is_causal, explicit_causal=True)
+    scores = (qw @ kw.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
     dead = None
     if mask is not None:
         mask, dead = revive_dead_rows(mask)
@@ -104,4 +119,4 @@ def attention_matrix(
     attn = scores.softmax(dim=-1)
     if dead is not None:
         attn = attn.masked_fill(dead, 0.0)
-    return attn
+    return attn.to(q.dtype)
