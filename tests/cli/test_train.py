@@ -126,6 +126,24 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("case", ["a path under a regular file", "an existing regular file"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_an_unusable_output_dir_is_refused_before_anything_trains(tmp_path, capsys, case, resume):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    blocker = tmp_path / f"file-{os.urandom(4).hex()}"
+    content = os.urandom(16)
+    blocker.write_bytes(content)
+    out = blocker / "run" if case.startswith("a path") else blocker
+    code = main(["train", "--config", str(config), "--output-dir", str(out),
+                 *(["--resume"] if resume else [])])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"filterformer train: error: output_dir {out} ")
+    assert "not a directory" in err and "Traceback" not in err
+    assert blocker.read_bytes() == content
+    assert not (tmp_path / "cache").exists()  # refused before the task was even generated
+
+
 #: A progress line of a run off a terminal (see filterformer.training.progress).
 PROGRESS_LINE = re.compile(
     r"gfsa seed 0: step (\d+)/16 \(\d+%\), epoch (\d)/2, loss \d+\.\d{4}(, validation accuracy "
