@@ -10,6 +10,9 @@ One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
         checkpoints/best.pt  the weights with the best validation metric
         summary.json         the final result (only once the run has finished)
 
+A write killed half-way leaves ``checkpoints/.last.pt.<random>.tmp`` (or ``.best.pt.…``); rank 0
+removes such files when the run next starts or resumes.
+
 A run stopped at any step (``stop_after``, a crash, a kill after the last checkpoint) and
 resumed with ``resume=True`` ends with the same weights as an uninterrupted run: the data order
 is a function of (seed, epoch), the position within the epoch is saved, and so are the model,
@@ -35,6 +38,7 @@ from .checkpoint import (
     check_same_config,
     load_checkpoint,
     load_model_state,
+    remove_interrupted_writes,
     rng_state,
     save_checkpoint,
     seed_everything,
@@ -136,6 +140,9 @@ class Trainer:
                     f"output_dir {self.run_dir} already holds a run ({self.last_path}); pass "
                     "resume (--resume) to continue it, or choose another output_dir"
                 )
+            # The temporary files of checkpoint writes killed half-way: rank 0 alone writes this
+            # run's checkpoints, so none of them belongs to a write under way.
+            remove_interrupted_writes(self.last_path, self.best_path)
         self.task = task if task is not None else load_task_data(config.task, config.task_options)
         self.precision = resolve_precision(config.precision, self.device)
         self.selection_metric, _ = MODEL_SELECTION[self.task.kind]
