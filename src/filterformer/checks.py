@@ -1,11 +1,14 @@
-"""Argument checks shared by every layer: one wording for integers, probabilities and choices."""
+"""Argument checks shared by every layer: one wording for integers, probabilities, choices and
+output directories."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["check_choice", "check_integer", "check_probability"]
+__all__ = ["check_choice", "check_integer", "check_probability", "check_writable_directory"]
 
 
 def check_integer(
@@ -38,3 +41,33 @@ def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}; got {value!r}")
     return value
+
+
+def check_writable_directory(name: str, path: str | os.PathLike) -> Path:
+    """Return ``path`` as a Path if files can be written under it, else ValueError; nothing is
+    created.
+
+    An existing ``path`` must be a directory this process may write in; a missing one must be
+    creatable: its nearest existing ancestor is a directory this process may write in.
+    Permissions are asked of the system (``os.access``), so a read-only file system fails and
+    root passes wherever it may write.
+
+    Raises:
+        ValueError: ``"<name> <path> ..."`` saying why: it or an ancestor is a file (not a
+            directory), no write permission, or the path cannot be inspected.
+    """
+    path = Path(path)
+    try:
+        existing = path
+        while not os.path.lexists(existing) and existing != existing.parent:
+            existing = existing.parent
+        is_dir = existing.is_dir()
+    except OSError as err:  # e.g. an ancestor without search permission
+        raise ValueError(f"{name} {path} cannot be used: {err.strerror} ({err.filename})") from None
+    if existing == path and not is_dir:
+        raise ValueError(f"{name} {path} exists and is not a directory; choose a directory")
+    if not is_dir:
+        raise ValueError(f"{name} {path} cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {path} is not writable: no permission to write in {existing}")
+    return path

@@ -236,6 +236,24 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, argv, message):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+@pytest.mark.parametrize("case", ["a path under a regular file", "an existing regular file"])
+def test_an_unusable_output_dir_is_refused_before_any_run(tmp_path, capsys, case, dry_run):
+    budget = tiny_budget(tmp_path)
+    blocker = tmp_path / f"file-{np.random.default_rng().integers(10**9)}"
+    blocker.write_text("not a directory")
+    out = blocker / "compare" if case.startswith("a path") else blocker
+    code = main(["compare", "--config", str(budget), "--methods", "softmax", "--seeds", "0",
+                 "--output-dir", str(out), "--jobs", "1", *(["--dry-run"] if dry_run else [])])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.startswith(f"filterformer compare: error: output_dir {out} ")
+    assert "not a directory" in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""  # no run (nor dry-run step) started
+    assert blocker.read_text() == "not a directory"
+    assert not (tmp_path / "cache").exists()
+
+
 def test_report_says_when_no_method_differs(tmp_path):
     """Two identical methods (softmax under two names; the second one's own entry) × 3 seeds:
     equal accuracies seed by seed, so the report says nothing differs and marks no row."""

@@ -7,6 +7,7 @@ import torch
 import yaml
 
 from filterformer.cli import diagnose as command
+from filterformer.cli import main
 from filterformer.data import load_task
 from filterformer.diagnostics import DiagnosticsReport, diagnose, random_batches, task_batches
 from filterformer.models import SequenceClassifier, Transformer, TransformerConfig
@@ -102,3 +103,19 @@ def test_bad_arguments_raise_value_errors(tmp_path):
         run("--checkpoint", tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="--task-option must be KEY=VALUE; got 'patch_size'"):
         run("--config", tmp_path / "m.yaml", "--task", "digits", "--task-option", "patch_size")
+
+
+@pytest.mark.parametrize("case", ["a path under a regular file", "an existing regular file"])
+def test_an_unusable_out_directory_is_refused_before_any_model(tmp_path, capsys, case):
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(CONFIG))
+    blocker = tmp_path / f"file-{torch.randint(10**9, ()).item()}"
+    blocker.write_text("not a directory")
+    out = blocker / "out" if case.startswith("a path") else blocker
+    code = main(["diagnose", "--config", str(tmp_path / "m.yaml"), "--num-samples", "4",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.startswith(f"filterformer diagnose: error: --out {out} ")
+    assert "not a directory" in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""  # no model was diagnosed
+    assert blocker.read_text() == "not a directory"

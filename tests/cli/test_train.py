@@ -81,26 +81,69 @@ def test_resume_continues_a_stopped_run_to_the_same_weights(tmp_path):
     assert all(torch.equal(whole[k], parts[k]) for k in whole)
 
 
-def test_two_process_torchrun_matches_one_process(tmp_path):
-    """DDP over 2 CPU processes (gloo) with the same global batch ends with the same weights."""
-    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, max_steps=4, device="cpu"))
-    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "one")]) == 0
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    # The README's form: torchrun --nproc_per_node=2 --no-python filterformer train ...
-    entry_point = Path(sys.executable).parent / "filterformer"
+#: What each of torchrun's 2 processes runs: every `filterformer train` given (JSON argument
+#: lists) in one process group, joined once here (joining a second one in the same torchrun job
+#: hangs), so that one torchrun start serves several runs.
+TORCHRUN_SCRIPT = """
+import json, sys
+from filterformer.cli import main
+from filterformer.training.distributed import setup_distributed
+context = setup_distributed("cpu")
+for argv in json.loads(sys.argv[1]):
+    assert main(argv) == 0, argv
+context.close()
+"""
+
+
+def torchrun_train(tmp_path: Path, runs: list[list[str]]) -> str:
+    """Run ``filterformer train`` with each argument list in 2 CPU processes (gloo); stdout."""
+    script = tmp_path / "torchrun_train.py"
+    script.write_text(TORCHRUN_SCRIPT)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node=2", "--no-python", str(entry_point), "train", "--config",
-               str(config), "--output-dir", str(tmp_path / "two")]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+               "--nproc_per_node=2", str(script), json.dumps(runs)]
+    done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "on 2 process(es)" in done.stdout
-    one, two = weights(tmp_path / "one"), weights(tmp_path / "two")
-    assert one.keys() == two.keys()
-    for name in one:
-        assert torch.allclose(one[name], two[name], rtol=0, atol=1e-5), name
+    return done.stdout
+
+
+def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max((a[name] - b[name]).abs().max().item() for name in a)
+
+
+def test_two_torchrun_processes_match_one_without_dropout_and_differ_with_it(tmp_path):
+    """DDP over 2 CPU processes with the same global batches (docs/training.md): without dropout
+    the weights are one process's up to round-off; with dropout each process draws its own
+    masks, so they differ from one process's, yet the 2-process run is reproducible."""
+    configs = {}
+    for rate in (0.0, 0.1):
+        config = tiny_listops(tmp_path, max_steps=4, device="cpu")
+        config["model"].update(dropout=rate, attn_dropout=rate)
+        configs[rate] = write_yaml(tmp_path / f"dropout-{rate}.yaml", config)
+        assert main(["train", "--config", str(configs[rate]), "--output-dir",
+                     str(tmp_path / f"one-{rate}")]) == 0
+    # A checkpoint write killed half-way left its temporary file: rank 0 removes it at start.
+    leftover = tmp_path / "two-0.0" / "checkpoints" / f".last.pt.{os.urandom(4).hex()}.tmp"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_bytes(os.urandom(32))
+    runs = [("two-0.0", 0.0), ("two-0.1", 0.1), ("two-0.1-again", 0.1)]
+    printed = torchrun_train(tmp_path, [["train", "--config", str(configs[rate]), "--output-dir",
+                                         str(tmp_path / name)] for name, rate in runs])
+    assert printed.count("run finished after 4 steps on 2 process(es)") == len(runs)
+    assert not leftover.exists()
+    # Without dropout: the same updates, summed in another order (measured: 3e-8).
+    assert max_difference(weights(tmp_path / "one-0.0"), weights(tmp_path / "two-0.0")) < 1e-5
+    # With dropout: other masks, so more than round-off apart (measured: 5e-3) ...
+    assert max_difference(weights(tmp_path / "one-0.1"), weights(tmp_path / "two-0.1")) > 1e-4
+    # ... yet the same 2-process run gives the same weights again, bit for bit.
+    again = weights(tmp_path / "two-0.1-again")
+    assert all(torch.equal(w, again[name]) for name, w in weights(tmp_path / "two-0.1").items())
     # Only rank 0 wrote the logs: one set of records, not two.
-    lines = (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()
-    assert len(lines) == len((tmp_path / "one" / "metrics.jsonl").read_text().splitlines())
+    for rate in (0.0, 0.1):
+        lines = (tmp_path / f"two-{rate}" / "metrics.jsonl").read_text().splitlines()
+        assert len(lines) == len((tmp_path / f"one-{rate}" / "metrics.jsonl").read_text()
+                                 .splitlines())
 
 
 @pytest.mark.parametrize(
@@ -124,6 +167,24 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
                  "--set", *overrides])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["a path under a regular file", "an existing regular file"])
+@pytest.mark.parametrize("resume", [False, True])
+def test_an_unusable_output_dir_is_refused_before_anything_trains(tmp_path, capsys, case, resume):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    blocker = tmp_path / f"file-{os.urandom(4).hex()}"
+    content = os.urandom(16)
+    blocker.write_bytes(content)
+    out = blocker / "run" if case.startswith("a path") else blocker
+    code = main(["train", "--config", str(config), "--output-dir", str(out),
+                 *(["--resume"] if resume else [])])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"filterformer train: error: output_dir {out} ")
+    assert "not a directory" in err and "Traceback" not in err
+    assert blocker.read_bytes() == content
+    assert not (tmp_path / "cache").exists()  # refused before the task was even generated
 
 
 #: A progress line of a run off a terminal (see filterformer.training.progress).

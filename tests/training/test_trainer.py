@@ -5,13 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 
 import pytest
 import torch
 
 from filterformer.data.datasets import LanguageModelingDataset, collate_sequences
 from filterformer.data.task import TaskData
-from filterformer.training import Trainer, load_checkpoint
+from filterformer.training import Trainer, load_checkpoint, save_checkpoint
 from filterformer.training.metrics_log import CSV_COLUMNS, read_metrics
 
 from .helpers import majority_task, tiny_config
@@ -81,6 +82,48 @@ def test_corrupt_checkpoint_stops_resume_with_its_name(tmp_path):
     last.write_bytes(last.read_bytes()[:100])
     with pytest.raises(ValueError, match=r"checkpoint .*last.pt is corrupt"):
         Trainer(tiny_config(tmp_path), task=task, resume=True)
+
+
+def _killed_while_writing(path) -> None:
+    """A forked process starts :func:`save_checkpoint` on ``path`` and dies half-way through the
+    write (``os._exit``: no clean-up runs, as under SIGKILL or a power cut)."""
+    pid = os.fork()
+    if pid == 0:  # the child: write some bytes, then vanish
+        def half_then_die(state, file):
+            file.write(os.urandom(64))
+            file.flush()
+            os._exit(9)
+
+        torch.save = half_then_die
+        save_checkpoint(path, {"step": -1})
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 9
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_start_or_resume_removes_the_temporary_files_of_killed_checkpoint_writes(tmp_path,
+                                                                                   resume):
+    task = majority_task()
+    run_dir, checkpoints = tmp_path / "run", tmp_path / "run" / "checkpoints"
+    if resume:
+        Trainer(tiny_config(run_dir, max_steps=3, stop_after=2), task=task).fit()
+    for name in ("last.pt", "last.pt", "best.pt"):
+        _killed_while_writing(checkpoints / name)
+    leftovers = sorted(checkpoints.glob(".*.pt.*.tmp"))
+    assert len(leftovers) == 3
+    # What is not a leftover of this run's checkpoint writes stays, byte for byte.
+    random_part = os.urandom(4).hex()
+    unrelated = [checkpoints / "notes.txt", checkpoints / ".last.pt.tmp",
+                 checkpoints / f".other.pt.{random_part}.tmp",
+                 checkpoints / f"last.pt.{random_part}", run_dir / f".last.pt.{random_part}.tmp"]
+    contents = {path: os.urandom(8) for path in unrelated}
+    for path, content in contents.items():
+        path.write_bytes(content)
+    Trainer(tiny_config(run_dir, max_steps=3), task=task, resume=resume).fit()
+    assert not any(path.exists() for path in leftovers)
+    assert {path: path.read_bytes() for path in unrelated} == contents
+    assert load_checkpoint(checkpoints / "last.pt")["step"] == 3
 
 
 @torch.no_grad()

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..checks import check_writable_directory
 from ..diagnostics.inputs import TASK_SPLITS
 from ..models import Transformer
 
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     for name in ("num_samples", "batch_size", "seq_len"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer")
+    check_writable_directory("--out", args.out)  # before any model is loaded or diagnosed
     task = _load_task(args) if args.task else None
     reports = []
     for (kind, path), label in zip(models, labels, strict=True):

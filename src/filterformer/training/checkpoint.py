@@ -2,10 +2,12 @@
 
 A checkpoint is a dict of tensors and plain Python data with a ``format`` marker. Writing goes
 to a temporary file in the same directory, is flushed to disk, then renamed over the target, so
-a crash leaves the previous checkpoint intact, never half a new one. Every way a checkpoint can
-be unusable (missing, corrupt, another kind of file, another configuration, other shapes) is a
-ValueError that names the file and what is wrong. The random streams a run draws from are saved
-with it (:func:`rng_state`), so a resumed run continues exactly.
+a crash leaves the previous checkpoint intact, never half a new one; the temporary file a killed
+write leaves behind is removed by :func:`remove_interrupted_writes` when the run next starts.
+Every way a checkpoint can be unusable (missing, corrupt, another kind of file, another
+configuration, other shapes) is a ValueError that names the file and what is wrong. The random
+streams a run draws from are saved with it (:func:`rng_state`), so a resumed run continues
+exactly.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.cache import atomic_write
+from ..data.cache import atomic_write, atomic_write_leftovers
 from ..models import Transformer, TransformerConfig
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "load_backbone",
     "load_checkpoint",
     "load_model_state",
+    "remove_interrupted_writes",
     "rng_state",
     "save_checkpoint",
     "seed_everything",
@@ -52,6 +55,24 @@ def save_checkpoint(path: str | os.PathLike, state: Mapping[str, Any]) -> Path:
     atomic_write(path, write)
     _fsync_directory(path.parent)
     return path
+
+
+def remove_interrupted_writes(*paths: str | os.PathLike) -> list[Path]:
+    """Delete the temporary files that killed :func:`save_checkpoint` calls for ``paths`` left.
+
+    Only ``.<name>.<random>.tmp`` files beside each path are touched
+    (:func:`~filterformer.data.cache.atomic_write_leftovers`); call it only where no other
+    process is writing these checkpoints (rank 0, as a run starts or resumes).
+
+    Returns:
+        The files removed.
+    """
+    removed = []
+    for path in paths:
+        for leftover in atomic_write_leftovers(Path(path)):
+            leftover.unlink(missing_ok=True)
+            removed.append(leftover)
+    return removed
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -10,6 +10,9 @@ One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
         checkpoints/best.pt  the weights with the best validation metric
         summary.json         the final result (only once the run has finished)
 
+A write killed half-way leaves ``checkpoints/.last.pt.<random>.tmp`` (or ``.best.pt.…``); rank 0
+removes such files when the run next starts or resumes.
+
 A run stopped at any step (``stop_after``, a crash, a kill after the last checkpoint) and
 resumed with ``resume=True`` ends with the same weights as an uninterrupted run: the data order
 is a function of (seed, epoch), the position within the epoch is saved, and so are the model,
@@ -28,12 +31,14 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from ..checks import check_writable_directory
 from ..jsonsafe import finite_json
 from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
 from .checkpoint import (
     check_same_config,
     load_checkpoint,
     load_model_state,
+    remove_interrupted_writes,
     rng_state,
     save_checkpoint,
     seed_everything,
@@ -105,6 +110,11 @@ class Trainer:
         context: the process group (joined from torchrun's environment when None).
         model_config: the model's resolved configuration on ``task`` (resolved from ``config``
             when None; :func:`~filterformer.training.model_building.resolve_model_config`).
+
+    Raises:
+        ValueError: before the task loads, when ``output_dir`` is no directory files can be
+            written under (:func:`~filterformer.checks.check_writable_directory`) or already
+            holds a run and ``resume`` is false; and for a checkpoint that cannot be resumed.
     """
 
     def __init__(
@@ -119,15 +129,21 @@ class Trainer:
         self.config = config
         self.context = context or setup_distributed(config.device)
         self.device = self.context.device
-        self.task = task if task is not None else load_task_data(config.task, config.task_options)
         self.run_dir = Path(config.output_dir)
         self.last_path = self.run_dir / "checkpoints" / "last.pt"
         self.best_path = self.run_dir / "checkpoints" / "best.pt"
-        if not resume and self.context.is_main and self.last_path.exists():
-            raise ValueError(
-                f"output_dir {self.run_dir} already holds a run ({self.last_path}); pass resume "
-                "(--resume) to continue it, or choose another output_dir"
-            )
+        if self.context.is_main:
+            # Before the task loads and anything trains: an unusable run directory fails now.
+            check_writable_directory("output_dir", self.run_dir)
+            if not resume and self.last_path.exists():
+                raise ValueError(
+                    f"output_dir {self.run_dir} already holds a run ({self.last_path}); pass "
+                    "resume (--resume) to continue it, or choose another output_dir"
+                )
+            # The temporary files of checkpoint writes killed half-way: rank 0 alone writes this
+            # run's checkpoints, so none of them belongs to a write under way.
+            remove_interrupted_writes(self.last_path, self.best_path)
+        self.task = task if task is not None else load_task_data(config.task, config.task_options)
         self.precision = resolve_precision(config.precision, self.device)
         self.selection_metric, _ = MODEL_SELECTION[self.task.kind]
         self.model_config = model_config or resolve_model_config(config, self.task)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from ...checks import check_writable_directory
 from ..distributed import setup_distributed
 from ..model_building import load_task_data
 from .comparison_config import CompareConfig
@@ -32,8 +33,10 @@ def dry_run(config: CompareConfig, *, task: Any = None,
         Each method's loss on that step.
 
     Raises:
-        ValueError: a method that does not fit the task, or whose step's loss is not finite.
+        ValueError: an ``output_dir`` the comparison could not write in, a method that does not
+            fit the task, or whose step's loss is not finite.
     """
+    check_writable_directory("output_dir", config.output_dir)
     task = task if task is not None else load_task_data(config.base.task, config.base.task_options)
     device = setup_distributed(config.base.device).device
     seed = config.seeds[0]

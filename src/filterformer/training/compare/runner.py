@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ...checks import check_writable_directory
 from ...data.task import GRAPH_KINDS
 from ...diagnostics import DiagnosticsReport, diagnose
 from ...models.pretrained_classifier import PretrainedClassifier
@@ -136,8 +137,15 @@ def compare(
 
     Returns:
         The content of ``results.json``.
+
+    Raises:
+        ValueError: before any run, when ``output_dir`` is no directory files can be written
+            under (:func:`~filterformer.checks.check_writable_directory`), or a method does not
+            fit the task.
     """
     started = time.perf_counter()
+    # Before the task loads and any run starts: an unusable comparison directory fails now.
+    check_writable_directory("output_dir", config.output_dir)
     task = task if task is not None else load_task_data(config.base.task, config.base.task_options)
     # Every method must fit the task before any run starts; each is resolved once, here.
     model_configs = {method: resolve_model_config(config.run_config(method, config.seeds[0]), task)
