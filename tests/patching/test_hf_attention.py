@@ -1,4 +1,4 @@
-"""The patched attention function against explicit references, and under decoding caches."""
+"""The patched attention function against explicit references (decoding: test_hf_decoding)."""
 
 import copy
 
@@ -9,7 +9,6 @@ from filterformer import patch, patched_parameters
 from filterformer.patching.hf_attention import HuggingFaceAttentionPatch, filterformer_attention
 
 from .helpers import (
-    DECODERS,
     ReferencePlan,
     coefficients_by_layer,
     hf_inputs,
@@ -81,62 +80,6 @@ def test_output_attentions_returns_the_filter():
     for got, want in zip(maps, expected, strict=True):
         assert got.shape == want.shape
         torch.testing.assert_close(got * real, want * real, **EAGER_TOLERANCE)
-
-
-@pytest.mark.parametrize("kind", DECODERS)
-@pytest.mark.parametrize("method", ["gfsa", "neutreno", "gfsa+neutreno"])
-def test_generate_with_cache_equals_generate_without(kind, method):
-    model = hf_model(kind, head=True, dtype=torch.float64)
-    options = {"neutreno_lambda": 0.4} if "neutreno" in method else {}
-    patch(model, method, **options)
-    randomise_patch(patched_parameters(model))
-    inputs = hf_inputs(kind)
-    settings = dict(
-        max_new_tokens=5, min_new_tokens=5, do_sample=False, output_scores=True,
-        return_dict_in_generate=True,
-    )
-    cached = model.generate(**inputs, use_cache=True, **settings)
-    recomputed = model.generate(**inputs, use_cache=False, **settings)
-    assert torch.equal(cached.sequences, recomputed.sequences)
-    for a, b in zip(cached.scores, recomputed.scores, strict=True):
-        finite = a.isfinite()  # min_new_tokens sets the end token's score to -inf
-        assert torch.equal(finite, b.isfinite())
-        torch.testing.assert_close(a[finite], b[finite], rtol=1e-9, atol=1e-9)
-
-
-def test_step_by_step_decoding_equals_full_forward():
-    model = hf_model("llama", head=True, dtype=torch.float64)
-    patch(model, "gfsa+neutreno", K=4, neutreno_lambda=0.3)
-    randomise_patch(patched_parameters(model))
-    ids = torch.randint(3, 50, (2, 9))
-    full = model(ids, use_cache=False).logits
-    out = model(ids[:, :4], use_cache=True)  # a prefill, a chunk of 3, then single tokens
-    steps = [out.logits]
-    out = model(ids[:, 4:7], past_key_values=out.past_key_values)
-    steps.append(out.logits)
-    for t in (7, 8):
-        out = model(ids[:, t : t + 1], past_key_values=out.past_key_values)
-        steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-9, atol=1e-9)
-
-
-def test_reordered_cache_is_refused():
-    model = hf_model("gpt2", head=True, dtype=torch.float64)
-    patch(model, "gfsa")
-    ids = torch.randint(3, 50, (2, 5))
-    cache = model(ids, use_cache=True).past_key_values
-    cache.reorder_cache(torch.tensor([1, 0]))
-    with pytest.raises(ValueError, match="beam search"):
-        model(ids[:, :1], past_key_values=cache)
-
-
-def test_cache_made_before_patching_is_refused():
-    model = hf_model("gpt2", head=True)
-    ids = torch.randint(3, 50, (1, 5))
-    cache = model(ids, use_cache=True).past_key_values
-    patch(model, "gfsa")
-    with pytest.raises(ValueError, match="holds ĀV for 0 positions"):
-        model(ids[:, :1], past_key_values=cache)
 
 
 def test_unsupported_attention_arguments_are_refused():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -47,6 +49,15 @@ class LayerCache:
     def power(self, n: int) -> Tensor | None:
         """``Ā^n V`` at every position so far, ``(B, h, T, d)``, or None before any."""
         return self.signals.get(f"power{n}")
+
+    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> None:
+        """Replace every kept ``(B, h, T, d)`` tensor (keys, values, signals) by ``fn`` of it: a
+        batch selection, reordering or crop then acts alike on everything the layer keeps."""
+        if self.keys is not None:
+            self.keys = fn(self.keys)
+        if self.values is not None:
+            self.values = fn(self.values)
+        self.signals = {name: fn(signal) for name, signal in self.signals.items()}
 
 
 class DecodingCache:

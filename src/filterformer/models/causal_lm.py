@@ -124,8 +124,8 @@ class CausalLM(nn.Module):
     ) -> Tensor:
         """Continue ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens -> ``(B, T + new)``.
 
-        Greedy unless ``do_sample``; ``use_cache=False`` recomputes the whole prefix every step
-        (same result, for checking).
+        Greedy unless ``do_sample`` (there is no beam search); ``use_cache=False`` recomputes the
+        whole prefix every step (same result, for checking).
 
         Args:
             input_ids: ``(B, T)`` prompt token ids, ``T >= 1``.

@@ -228,7 +228,6 @@ def filterformer_attention(
             attention_mask = _key_padding_form(attention_mask)
         else:
             store = _power_store(context, layer, query_len, key_len, key)
-            store.last_key = key[..., -1:, :].detach().clone()
         out = gfsa(
             query, key, value, patch.w0, patch.w1, patch.wK, K=spec.K,
             attn_mask=attention_mask, is_causal=causal, exact_power=spec.exact_power,
@@ -267,27 +266,60 @@ def _key_padding_form(attention_mask: Tensor | None) -> Tensor | None:
 def _power_store(
     context: PatchContext, layer: int, query_len: int, key_len: int, key: Tensor
 ) -> PowerCache:
-    """This layer's store of ``ĀV``: fresh for a pass without past keys, else the cached one,
-    checked to cover exactly the past positions."""
-    if query_len == key_len:
-        context.powers[layer] = PowerCache()
-        return context.powers[layer]
+    """This layer's store of ``ĀV``, given the new positions' keys: fresh for a pass without
+    past keys, else the one the decoding cache carries, checked to match the cache's past."""
     past = key_len - query_len
-    store = context.powers.get(layer)
-    cached = store.power(1) if store is not None else None
-    cached_len = 0 if cached is None else cached.shape[-2]
-    last_key = None if store is None else store.last_key
-    same_past = (
-        cached_len == past
-        and last_key is not None
-        and torch.equal(last_key, key[..., past - 1 : past, :])
-    )
-    if not same_past:
-        raise ValueError(
-            f"GFSA layer {layer} is decoding {query_len} new position(s) after {past} cached ones, "
-            f"but holds ĀV for {cached_len} positions of that cache. Decode with the cache the "
-            "patched model returned (greedy or sampled generate(), or your own loop) and leave it "
-            "unreordered and uncropped (no beam search or assisted decoding), or pass "
-            "use_cache=False"
-        )
+    if past == 0:
+        store = context.powers[layer] = PowerCache()
+    else:
+        store = context.powers.get(layer)
+        _check_past(store, layer, query_len, past, key)
+    store.append_key(key[..., past:, :])
     return store
+
+
+#: What every refusal of a decoding cache ends with.
+_DECODE_AS_SUPPORTED = (
+    "GFSA's cached ĀV follows the cache's own reorder_cache, batch_select_indices, "
+    "batch_repeat_interleave, crop and reset (beam search, assisted decoding, greedy or sampled "
+    "generate(), your own loop); decode with the cache the patched model returned, changed only "
+    "through those, or pass use_cache=False"
+)
+
+
+def _check_past(
+    store: PowerCache | None, layer: int, query_len: int, past: int, key: Tensor
+) -> None:
+    """Refuse a decoding cache whose ``past`` positions are not those ``store`` holds ``ĀV`` for,
+    saying what changed the cache behind the patch's back. ``key``: ``(B, h, past + L, d)``."""
+    where = (
+        f"GFSA layer {layer} is decoding {query_len} new position(s) after {past} cached ones, "
+        "but "
+    )
+    if store is None or store.length == 0:
+        raise ValueError(
+            where + "holds no ĀV for them: the cache was filled before the model was patched or "
+            "by another model, rebuilt from another cache's tensors (a new cache object, e.g. a "
+            "model's own _reorder_cache or DynamicCache(ddp_cache_data)), or cannot carry "
+            f"attributes. {_DECODE_AS_SUPPORTED}"
+        )
+    batch, kept = key.shape[0], store.last_key.shape[0]
+    if batch != kept:
+        raise ValueError(
+            where + f"the cache's batch has {batch} rows and its ĀV {kept}: the batch was changed "
+            "through the cache's layers (e.g. cache.layers[i].batch_select_indices(...) or "
+            f".batch_repeat_interleave(...)), which the patch cannot see. {_DECODE_AS_SUPPORTED}"
+        )
+    if store.length != past:
+        raise ValueError(
+            where + f"holds ĀV for {store.length}: the cache was cropped or extended through its "
+            "layers (e.g. cache.layers[i].crop(...) or .update(...)), which the patch cannot see. "
+            f"{_DECODE_AS_SUPPORTED}"
+        )
+    if not torch.equal(store.last_key, key[:, :1, past - 1 : past, :]):
+        raise ValueError(
+            where + "its last cached key is not the one this layer's ĀV was computed with: the "
+            "cache was reordered or overwritten through its layers (e.g. "
+            "cache.layers[i].reorder_cache(...)), which the patch cannot see. "
+            f"{_DECODE_AS_SUPPORTED}"
+        )

@@ -4,12 +4,12 @@ No model code is copied: every attention module that calls ``ALL_ATTENTION_FUNCT
 :class:`~filterformer.patching.hf_attention.HuggingFaceAttentionPatch` child, and the model's
 attention implementation is switched to :data:`~filterformer.patching.hf_attention.ATTENTION_NAME`
 (``unpatch`` switches it back). A forward pre-hook on the base model starts each pass's context
-(NeuTRENO's V⁰) and ties GFSA's cached ``ĀV`` to the model's decoding cache.
+(NeuTRENO's V⁰) and ties GFSA's cached ``ĀV`` to the model's decoding cache, whose reorderings,
+batch selections and crops it then follows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
 from collections.abc import Mapping
 from typing import Any
@@ -31,7 +31,7 @@ from .hf_attention import (
     register_attention_function,
 )
 from .options import PatchSpec
-from .state import PatchState, get_patch_state
+from .state import CachedPowers, PatchState, get_patch_state
 
 __all__ = [
     "MIN_TRANSFORMERS_VERSION",
@@ -45,6 +45,11 @@ __all__ = [
 MIN_TRANSFORMERS_VERSION = "5.0.0"
 #: Where GFSA's per-layer ``ĀV`` rides along on a ``transformers`` decoding cache.
 CACHE_ATTRIBUTE = "_filterformer_powers"
+#: The cache methods (beam search, assisted decoding, batch expansion, reuse) whose operation
+#: GFSA's ``ĀV`` follows: :class:`~filterformer.patching.state.CachedPowers` has each.
+FOLLOWED_OPERATIONS = (
+    "reorder_cache", "batch_select_indices", "batch_repeat_interleave", "crop", "reset"
+)
 #: The model families the patch is tested on (any model using the interface works).
 TESTED_MODELS = "BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style (grouped-query attention)"
 
@@ -235,7 +240,38 @@ def _decoding_cache(values: Mapping[str, Any]) -> Any:
     return None
 
 
-def _keep_powers(cache: Any, powers: dict) -> None:
-    # A cache that takes no attributes: GFSA layers will say so when decoding with it.
-    with contextlib.suppress(AttributeError, TypeError):
+def _keep_powers(cache: Any, powers: CachedPowers) -> None:
+    """Let ``cache`` carry GFSA's ``ĀV``, and have its own operations apply to it too."""
+    try:
         setattr(cache, CACHE_ATTRIBUTE, powers)
+    except (AttributeError, TypeError):  # GFSA layers will say so when decoding with it
+        return
+    for name in FOLLOWED_OPERATIONS:
+        method = getattr(cache, name, None)
+        if callable(method) and not isinstance(method, _FollowedOperation):
+            setattr(cache, name, _FollowedOperation(cache, name, method))
+
+
+class _FollowedOperation:
+    """A cache's method that, once the cache has done its part, does the same to the ``ĀV`` the
+    cache carries.
+
+    Set on the cache instance, not its class, so other caches and models are untouched. It holds
+    the cache and its method as attributes, not in a closure, so that ``copy.deepcopy`` of the
+    cache (reusing a prompt's cache) gives the copy its own, bound to the copy and its ``ĀV``.
+    """
+
+    def __init__(self, cache: Any, name: str, method: Any) -> None:
+        self.cache = cache
+        self.name = name
+        self.method = method
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.method(*args, **kwargs)
+        powers = getattr(self.cache, CACHE_ATTRIBUTE, None)
+        if powers is not None:
+            getattr(powers, self.name)(*args, **kwargs)
+        return result
+
+    def __repr__(self) -> str:
+        return f"{self.method!r}, followed by GFSA's cached ĀV"

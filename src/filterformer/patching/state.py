@@ -7,6 +7,7 @@ its own state and stays independent of the original.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,7 @@ from .options import PatchSpec
 
 __all__ = [
     "STATE_ATTRIBUTE",
+    "CachedPowers",
     "PatchContext",
     "PatchState",
     "PowerCache",
@@ -32,16 +34,67 @@ STATE_ATTRIBUTE = "_filterformer_patch"
 
 
 class PowerCache(LayerCache):
-    """One GFSA layer's ``ĀV`` at every position decoded so far (signal ``"power1"``).
+    """One GFSA layer's ``ĀV`` at every position decoded so far (signal ``"power1"``; with
+    ``exact_power``, every ``Ā^n V`` up to ``n = K − 1``).
 
-    ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final.
-    ``last_key`` (``(B, h, 1, d)``, the last key seen) detects a decoding cache that was reordered
-    or cropped behind the patch's back.
+    ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final. The
+    signal ``"key"`` keeps the first key/value head's key at every position, ``(B, 1, T, d)``,
+    against which a decoding cache changed behind the patch's back is detected.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.last_key: Tensor | None = None
+    KEY = "key"
+
+    @property
+    def length(self) -> int:
+        """The number of positions kept."""
+        key = self.signals.get(self.KEY)
+        return 0 if key is None else key.shape[-2]
+
+    def append_key(self, key: Tensor) -> None:
+        """Keep the first head of the new positions' keys ``(B, h, L, d)``."""
+        self.append_signal(self.KEY, key[:, :1].detach().clone())
+
+    @property
+    def last_key(self) -> Tensor:
+        """The kept ``(B, 1, 1, d)`` key at the last position."""
+        return self.signals[self.KEY][..., -1:, :]
+
+
+class CachedPowers(dict[int, PowerCache]):
+    """GFSA's :class:`PowerCache` of every layer, carried by a Hugging Face decoding cache.
+
+    Its methods have the names and arguments of the cache's own operations, and the patch has the
+    cache call them after each of those (``huggingface.FOLLOWED_OPERATIONS``), so that ``ĀV`` at
+    past positions follows every reordering, batch selection and crop the cache undergoes (beam
+    search, assisted decoding), as transformers' ``DynamicLayer`` applies it to keys and values.
+    """
+
+    def reorder_cache(self, beam_idx: Tensor) -> None:
+        """Take batch rows ``beam_idx`` ``(B,)``, in that order (beam search)."""
+        self._map(lambda t: t.index_select(0, beam_idx.to(t.device)))
+
+    def batch_select_indices(self, indices: Tensor) -> None:
+        """Keep the batch rows ``indices``."""
+        self._map(lambda t: t[indices, ...])
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        """Repeat every batch row ``repeats`` times in place (``B`` -> ``B·repeats``)."""
+        self._map(lambda t: t.repeat_interleave(repeats, dim=0))
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Drop the last ``-tokens_to_remove`` positions (assisted decoding's rejected draft);
+        a positive value is, as for transformers' legacy caches, the number of positions kept."""
+        if tokens_to_remove != 0:
+            kept = slice(None, tokens_to_remove)
+            self._map(lambda t: t[..., kept, :])
+
+    def reset(self) -> None:
+        """Forget every position (the cache starts again empty)."""
+        self.clear()
+
+    def _map(self, fn: Callable[[Tensor], Tensor]) -> None:
+        for store in self.values():
+            store.map_tensors(fn)
 
 
 @dataclass
@@ -50,13 +103,13 @@ class PatchContext(AttentionContext):
 
     Attributes:
         calls: attention calls so far (the layer index where one module serves several layers).
-        powers: per layer, GFSA's :class:`PowerCache` (kept with the model's decoding cache).
+        powers: per layer, GFSA's :class:`PowerCache` (carried by the model's decoding cache).
         layer_outputs: per layer index, that layer's ``(B, N, D)`` output (layer fusion).
         layer_calls: layer calls so far (the layer index where one module serves several layers).
     """
 
     calls: int = 0
-    powers: dict[int, PowerCache] = field(default_factory=dict)
+    powers: CachedPowers = field(default_factory=CachedPowers)
     layer_outputs: dict[int, Tensor] = field(default_factory=dict)
     layer_calls: int = 0
 
@@ -102,9 +155,9 @@ class PatchState:
         would corrupt."""
         return self.spec.uses_neutreno or self.spec.uses_fusion or self.shared_layers
 
-    def start_forward(self, powers: dict[int, PowerCache] | None = None) -> PatchContext:
+    def start_forward(self, powers: CachedPowers | None = None) -> PatchContext:
         """Begin a forward pass; ``powers`` carries GFSA's cached signals across decoding steps."""
-        self.context = PatchContext(powers={} if powers is None else powers)
+        self.context = PatchContext(powers=CachedPowers() if powers is None else powers)
         return self.context
 
     def check_checkpointing(self, checkpointing: bool) -> None:
