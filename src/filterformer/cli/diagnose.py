@@ -5,19 +5,29 @@ axes. Batches come from a task's split (--task) or are generated at random (the 
 ids when the model has a vocabulary, Gaussian features when it takes continuous inputs. A config
 file (YAML, JSON or TOML) holds TransformerConfig fields; its model is randomly initialised with
 --seed, so configs that differ in one option start from the same weights.
+
+Or one pretrained model: --hf (a local Hugging Face model directory or all-MiniLM-L6-v2) reads
+--text, the package's example sentences by default, tokenized with its own tokenizer; --timm
+(a timm ViT with random weights) reads random images seeded by --seed. --patch METHOD
+(--patch-option KEY=VALUE, repeated) adds the patched model beside the unpatched one. GFSA
+starts as the attention it filters, so until it is trained its numbers are the unpatched
+model's; NeuTRENO acts from the start.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from ..checks import check_writable_directory
 from ..diagnostics.inputs import TASK_SPLITS
 from ..models import Transformer
+from . import diagnose_pretrained
 
 __all__ = ["add_arguments", "run"]
 
@@ -38,8 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--config", "a YAML, JSON or TOML file of TransformerConfig fields (random init)"),
     ):
         models.add_argument(flag, dest="models", action=_AppendModel, metavar="PATH", help=text)
+    diagnose_pretrained.add_arguments(models, parser)
     models.add_argument("--label", action="append", default=None,
-                        help="the models' names in plots, in order (default: file names)")
+                        help="the models' names in plots, in order (default: file names; --hf, "
+                             "--timm: the model's name, then NAME+METHOD)")
     models.add_argument("--compare", action="append", type=Path, default=[], metavar="JSON",
                         help="also draw the reports of an earlier diagnostics.json")
     data = parser.add_argument_group("batches")
@@ -47,11 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
                       help="an option of the task (value read as YAML)")
     data.add_argument("--split", choices=TASK_SPLITS, default="validation")
-    data.add_argument("--num-samples", type=int, default=256, help="samples to diagnose on")
+    data.add_argument("--num-samples", type=int, default=256,
+                      help="samples to diagnose on (--hf: the first lines of --text)")
     data.add_argument("--batch-size", type=int, default=32)
     data.add_argument("--seq-len", type=int,
-                      help="tokens per random sample (default: 64, or the model's max_len)")
-    data.add_argument("--seed", type=int, default=0, help="seeds random weights and inputs")
+                      help="tokens per random sample (default: 64, or the model's max_len); "
+                           "--hf: the most tokens per line (default: the model's limit)")
+    data.add_argument("--seed", type=int, default=0,
+                      help="seeds random weights and inputs (--config, --timm)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", type=Path, default=Path("diagnostics"), help="output directory")
     out.add_argument("--formats", nargs="+", choices=("png", "svg", "pdf"),
@@ -85,26 +100,12 @@ def _load_task(args: argparse.Namespace) -> Any:
     return task
 
 
-def run(args: argparse.Namespace) -> int:
-    # Imported here so that `filterformer --help` stays fast (matplotlib loads with the plots).
-    from ..diagnostics import diagnose, load_reports, random_batches, save_reports, task_batches
-    from ..diagnostics.figures import FIGURE_FORMATS, plot_report
+def _config_models(args: argparse.Namespace, task: Any | None) -> Iterator[tuple[nn.Module, Any]]:
+    """Each --checkpoint / --config model and its batches, loaded one at a time."""
+    from ..diagnostics import random_batches, task_batches
 
-    models = args.models or []
-    if not models and not args.compare:
-        raise ValueError("give at least one model: --checkpoint PATH or --config PATH")
-    labels = args.label or [path.stem for _, path in models]
-    if len(labels) != len(models):
-        raise ValueError(f"--label must be given once per model ({len(models)}); got "
-                         f"{len(labels)}")
-    for name in ("num_samples", "batch_size", "seq_len"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer")
-    check_writable_directory("--out", args.out)  # before any model is loaded or diagnosed
-    task = _load_task(args) if args.task else None
-    reports = []
-    for (kind, path), label in zip(models, labels, strict=True):
-        model = _load_model(kind, path, args.seed, task).to(args.device)
+    for kind, path in args.models or []:
+        model = _load_model(kind, path, args.seed, task)
         if task is not None:
             batches = task_batches(task, args.split, args.num_samples, args.batch_size)
         else:
@@ -112,7 +113,38 @@ def run(args: argparse.Namespace) -> int:
             batches = random_batches(
                 model.config, args.num_samples, args.batch_size, seq_len, args.seed
             )
-        report = diagnose(model, batches, label=label, attentions=not args.no_attentions)
+        yield model, batches
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so that `filterformer --help` stays fast (matplotlib loads with the plots).
+    from ..diagnostics import diagnose, load_reports, save_reports
+    from ..diagnostics.figures import FIGURE_FORMATS, plot_report
+
+    pretrained = diagnose_pretrained.pretrained_request(args)
+    models = args.models or []
+    if not models and pretrained is None and not args.compare:
+        raise ValueError("give at least one model: --checkpoint PATH, --config PATH, --hf PATH "
+                         "or --timm NAME")
+    names = pretrained.labels if pretrained else [path.stem for _, path in models]
+    labels = args.label or names
+    if len(labels) != len(names):
+        raise ValueError(f"--label must be given once per model ({len(names)}); got "
+                         f"{len(labels)}")
+    for name in ("num_samples", "batch_size", "seq_len"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer")
+    check_writable_directory("--out", args.out)  # before any model is loaded or diagnosed
+    if pretrained is not None:
+        loaded, batches, inputs = diagnose_pretrained.load_pretrained(pretrained, args)
+        print(f"inputs: {inputs}")
+        sources: Iterable[tuple[nn.Module, Any]] = ((model, batches()) for model in loaded)
+    else:
+        sources = _config_models(args, _load_task(args) if args.task else None)
+    reports = []
+    for (model, batches_of_model), label in zip(sources, labels, strict=True):
+        report = diagnose(model.to(args.device), batches_of_model, label=label,
+                          attentions=not args.no_attentions)
         reports.append(report)
         print(f"{label}: {report.num_samples} samples, {report.num_layers} layers, cosine "
               f"similarity {report.token_cosine_similarity[0]:.3f} -> "

@@ -4,14 +4,22 @@ Metrics are pure functions of tensors (``(B, N, D)`` hidden states or ``(L, B, N
 ``(B, N)`` bool masks with True at real tokens). :func:`capture` reads intermediates out of
 filterformer, Hugging Face, timm or any hooked model; :func:`diagnose` streams batches through a
 model and averages every metric per layer into a :class:`DiagnosticsReport`, which
-:mod:`~filterformer.diagnostics.figures` draws; :func:`random_batches` and :func:`task_batches`
-make the batches to diagnose on.
+:mod:`~filterformer.diagnostics.figures` draws; :func:`random_batches`, :func:`task_batches`,
+:func:`text_batches` (with :func:`example_sentences`) and :func:`image_batches` make the batches
+to diagnose on.
 """
 
 from .capture import CapturedForward, capture, model_kind
 from .diagnose import DiagnosticsAccumulator, diagnose
 from .frequency import FrequencyResponse, filter_frequency_response, frequency_grid
-from .inputs import TASK_SPLITS, random_batches, task_batches
+from .inputs import (
+    TASK_SPLITS,
+    example_sentences,
+    image_batches,
+    random_batches,
+    task_batches,
+    text_batches,
+)
 from .layernorm import smallest_over_tokens, smallest_token_std, token_std
 from .learned_filters import (
     LearnedFilter,
@@ -47,6 +55,7 @@ __all__ = [
     "diagnose",
     "effective_rank",
     "effective_rank_from_singular_values",
+    "example_sentences",
     "filter_frequency_response",
     "frequency_energy",
     "frequency_grid",
@@ -55,6 +64,7 @@ __all__ = [
     "gram_singular_values",
     "high_low_frequency_ratio",
     "identical_token_distance",
+    "image_batches",
     "load_reports",
     "model_kind",
     "normalized_spectrum",
@@ -65,6 +75,7 @@ __all__ = [
     "smallest_over_tokens",
     "smallest_token_std",
     "task_batches",
+    "text_batches",
     "token_cosine_similarity",
     "token_std",
 ]

@@ -1,19 +1,28 @@
-"""Batches to diagnose a model on: random inputs of the model's own kind, or a task's split.
+"""Batches to diagnose a model on: random inputs of the model's own kind, a task's split, text
+tokenized by a pretrained model's tokenizer, or random images for a ViT.
 
-Both are streams of batches (dicts of tensors) for :func:`~filterformer.diagnostics.diagnose`, so
+All are streams of batches (dicts of tensors) for :func:`~filterformer.diagnostics.diagnose`, so
 several models shown the same stream can be drawn on the same axes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from importlib import resources
 from typing import Any
 
 import torch
 
 from ..models import TransformerConfig
 
-__all__ = ["TASK_SPLITS", "random_batches", "task_batches"]
+__all__ = [
+    "TASK_SPLITS",
+    "example_sentences",
+    "image_batches",
+    "random_batches",
+    "task_batches",
+    "text_batches",
+]
 
 #: The splits of a task (``TaskData``) that :func:`task_batches` reads.
 TASK_SPLITS = ("train", "validation", "test")
@@ -76,3 +85,41 @@ def task_batches(task: Any, split: str, num_samples: int, batch_size: int) -> It
     return torch.utils.data.DataLoader(
         subset, batch_size=batch_size, shuffle=False, collate_fn=task.collate
     )
+
+
+def example_sentences() -> list[str]:
+    """The package's built-in inputs for a text model: 16 ordinary English sentences, one per
+    line of ``sentences.txt`` beside this module."""
+    text = resources.files(__package__).joinpath("sentences.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def text_batches(
+    tokenizer: Callable[..., Any], texts: Sequence[str], batch_size: int,
+    max_length: int | None = None,
+) -> list[dict[str, torch.Tensor]]:
+    """``texts`` tokenized by a Hugging Face ``tokenizer``, ``batch_size`` texts per batch.
+
+    Each batch is the tokenizer's own output as tensors (``input_ids``, ``attention_mask`` 1 at
+    real tokens, and whatever else it returns, e.g. ``token_type_ids``), each ``(B, N)`` with
+    ``N`` the batch's longest text, cut at ``max_length`` tokens (the tokenizer's limit when
+    None). Padding never changes a metric: the attention mask is the padding mask.
+    """
+    return [
+        dict(tokenizer(list(texts[start:start + batch_size]), padding=True, truncation=True,
+                       max_length=max_length, return_tensors="pt"))
+        for start in range(0, len(texts), batch_size)
+    ]
+
+
+def image_batches(
+    num_samples: int, batch_size: int, image_shape: tuple[int, int, int], seed: int
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Random images for a vision model: standard normal pixels (as if already normalised),
+    drawn from a generator seeded with ``seed``, as ``images`` ``(B, C, H, W)`` with
+    ``image_shape`` ``(C, H, W)``; ``B`` is ``batch_size``, the last batch holding what is left
+    of ``num_samples``."""
+    generator = torch.Generator().manual_seed(seed)
+    for start in range(0, num_samples, batch_size):
+        size = min(batch_size, num_samples - start)
+        yield {"images": torch.randn(size, *image_shape, generator=generator)}

@@ -234,7 +234,10 @@ def _decoding_cache(values: Mapping[str, Any]) -> Any:
     """The decoding cache among a forward's keyword arguments or in its output, under either
     name transformers has used: ``cache`` (from 5.24, where ``past_key_values`` is deprecated)
     or ``past_key_values``."""
+    fields = getattr(type(values), "__dataclass_fields__", None)
     for name in ("cache", "past_key_values"):
+        if fields is not None and name not in fields:
+            continue  # a model output declares one name; asking for the other logs a deprecation
         if values.get(name) is not None:
             return values[name]
     return None

@@ -46,6 +46,7 @@ __all__ = [
     "PretrainedModelConfig",
     "build_pretrained",
     "check_pretrained_source",
+    "load_transformers_model",
     "patch_request",
     "pretrained_directory",
     "pretrained_task_options",
@@ -325,18 +326,30 @@ def _quiet_hf_loading() -> Iterator[None]:
             logging.enable_progress_bar()
 
 
+def load_transformers_model(source: str) -> nn.Module:
+    """The Hugging Face base model of ``source`` (:data:`MINILM` or a local model directory) with
+    its pretrained weights, read offline (``local_files_only=True``), in eval mode.
+
+    Raises:
+        MissingSourceError: when transformers or the MiniLM package is missing.
+    """
+    directory = pretrained_directory(source)
+    _hf_config(directory)  # the clear message when transformers is missing
+    from transformers import AutoModel
+
+    with _quiet_hf_loading():
+        return AutoModel.from_pretrained(str(directory), local_files_only=True)
+
+
 def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = True) -> nn.Module:
     """The Hugging Face base model (no task head), with its pretrained weights when
     ``weights``, else initialised from its config (for the meta-device check)."""
     from transformers import AutoModel
 
-    directory = pretrained_directory(config.pretrained)
     if weights:
-        _hf_config(directory)  # the clear message when transformers is missing
-        with _quiet_hf_loading():
-            model = AutoModel.from_pretrained(str(directory), local_files_only=True)
+        model = load_transformers_model(config.pretrained)
     else:
-        model = AutoModel.from_config(_hf_config(directory))
+        model = AutoModel.from_config(_hf_config(pretrained_directory(config.pretrained)))
     # The head pools the tokens itself: the model's own pooler would be an untrained, unused
     # part (and DDP refuses parameters without gradients). BERT-style models skip a None pooler,
     # as with add_pooling_layer=False.
