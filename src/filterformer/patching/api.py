@@ -9,6 +9,7 @@ from torch import nn
 from ..families import is_huggingface_model, is_timm_vision_transformer
 from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
 from .options import parse_patch_spec
+from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
 from .timm_vit import SUPPORTED as TIMM_SUPPORTED
 from .timm_vit import patch_timm
@@ -24,7 +25,9 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
     The model is changed in place and returned. At init it computes what it computed before
     (GFSA starts as plain attention, ``concat`` fusion as the last layer); the new parameters are
     registered on the patched modules (optimisers and ``state_dict`` see them), kept out of
-    weight decay, and listed by :func:`patched_parameters`.
+    weight decay, and listed by :func:`patched_parameters`. :func:`save_pretrained` (or a Hugging
+    Face model's own ``save_pretrained``) saves the model with its patch, and
+    :func:`from_pretrained` loads it back.
 
     Args:
         model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
@@ -57,15 +60,16 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
             f"the model is already patched with {state.spec.method!r}; call unpatch(model) first"
         )
     if is_huggingface_model(model):
-        patch_huggingface(model, spec)
+        state = patch_huggingface(model, spec)
     elif is_timm_vision_transformer(model):
-        patch_timm(model, spec)
+        state = patch_timm(model, spec)
     else:
         raise ValueError(
             f"cannot patch a {type(model).__name__}; supported: Hugging Face transformers models "
             f"({TESTED_MODELS}, or any whose attention goes through AttentionInterface) and "
             f"{TIMM_SUPPORTED}"
         )
+    keep_patch_on_save(state)
     return model
 
 

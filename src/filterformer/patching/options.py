@@ -18,7 +18,13 @@ from ..functional.neutreno import check_neutreno_lambda
 from ..methods import GFSA_ORDER, METHOD_PRESETS, method_changes
 from ..nn.fusion import FUSION_MODES
 
-__all__ = ["PATCHABLE_PRESETS", "PATCH_OPTIONS", "PatchSpec", "parse_patch_spec"]
+__all__ = [
+    "PATCHABLE_PRESETS",
+    "PATCH_OPTIONS",
+    "PatchSpec",
+    "method_options",
+    "parse_patch_spec",
+]
 
 #: The presets a patch applies (any of them may be joined with ``+``, e.g. ``gfsa+fusion``).
 PATCHABLE_PRESETS = ("gfsa", "neutreno", "fusion")
@@ -79,6 +85,16 @@ class PatchSpec:
         """Whether layer ``layer`` (0-based) uses GFSA and NeuTRENO."""
         return self.layers is None or layer in self.layers
 
+    def options(self) -> dict[str, Any]:
+        """The options of ``method`` as plain JSON values: ``parse_patch_spec(spec.method,
+        spec.options())`` gives this spec back."""
+        values = {name: getattr(self, name) for name in method_options(self.method)}
+        if "learn" in values:
+            values["learn"] = list(self.learn)
+        if "layers" in values:
+            values["layers"] = None if self.layers is None else sorted(self.layers)
+        return values
+
     def check_layers(self, num_layers: int) -> None:
         """Raise ValueError if ``layers`` names a layer the model does not have."""
         if self.layers is None:
@@ -89,6 +105,13 @@ class PatchSpec:
                 f"layers {outside} do not exist: the model has {num_layers} layers, so valid "
                 f"indices are 0..{num_layers - 1}"
             )
+
+
+def method_options(method: str) -> tuple[str, ...]:
+    """The options that ``method`` (presets joined by ``+``) takes, in :data:`PATCH_OPTIONS`'
+    order; unknown presets take none."""
+    parts = method.split("+")
+    return tuple(dict.fromkeys(o for part in parts for o in PATCH_OPTIONS.get(part, ())))
 
 
 def parse_patch_spec(method: str, options: Mapping[str, Any]) -> PatchSpec:
@@ -105,7 +128,7 @@ def parse_patch_spec(method: str, options: Mapping[str, Any]) -> PatchSpec:
             + _replacement_hint(parts)
         )
     changes = method_changes(method)  # a preset named twice fails here
-    valid = tuple(dict.fromkeys(o for part in parts for o in PATCH_OPTIONS.get(part, ())))
+    valid = method_options(method)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ValueError(

@@ -171,8 +171,12 @@ class PatchState:
 
     def attach(self, module: nn.Module) -> None:
         """Let hooks running on ``module`` find this state."""
-        setattr(module, STATE_ATTRIBUTE, self)
-        self.attributes.append((module, STATE_ATTRIBUTE))
+        self.set_attribute(module, STATE_ATTRIBUTE, self)
+
+    def set_attribute(self, module: nn.Module, name: str, value: Any) -> None:
+        """Set ``module.<name>`` on the instance (removed by unpatch)."""
+        setattr(module, name, value)
+        self.attributes.append((module, name))
 
     def add_submodule(self, parent: nn.Module, name: str, module: nn.Module) -> None:
         """Register ``module`` as ``parent.<name>`` (replacing what was there, kept for undo)."""

@@ -1,0 +1,215 @@
+"""What a saved patched model carries beside its own files, and the hooks that keep it there.
+
+A directory written by :func:`~filterformer.patching.save_pretrained`, or by a patched Hugging Face
+model's own ``save_pretrained`` (which ``transformers.Trainer`` calls), holds:
+
+- ``filterformer.json`` (:data:`PATCH_FILE`): the patch (method and options), the backend, the
+  model to rebuild and the filterformer version that wrote it;
+- beside the model's weights, one more entry, :data:`MARKER_KEY` (``filterformer.from_pretrained``).
+  A loader that knows nothing of the patch reports it among the unexpected keys, next to the
+  patch's own weights, so ``transformers``' load report names the function that loads the
+  directory; a patched model drops it when it loads a state dict.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .options import PatchSpec, method_options, parse_patch_spec
+from .state import PatchState, get_patch_state
+
+__all__ = [
+    "BACKENDS",
+    "MARKER_KEY",
+    "PATCH_FILE",
+    "PATCH_FORMAT",
+    "SavedPatch",
+    "keep_patch_on_save",
+    "read_patch_file",
+    "with_marker",
+    "write_patch_file",
+]
+
+#: The file that describes the patch of a saved model.
+PATCH_FILE = "filterformer.json"
+#: The version of :data:`PATCH_FILE`'s layout (the value stored under :data:`MARKER_KEY` too).
+PATCH_FORMAT = 1
+#: The weight entry that names, in any loader's report of unexpected keys, the loader to use.
+MARKER_KEY = "filterformer.from_pretrained"
+#: The libraries whose models are saved with their patch.
+BACKENDS = ("transformers", "timm")
+#: The fields of :data:`PATCH_FILE`, all required.
+FIELDS = ("format", "filterformer_version", "backend", "model", "method", "options")
+
+
+@dataclass(frozen=True)
+class SavedPatch:
+    """The contents of a ``filterformer.json``.
+
+    Attributes:
+        backend: ``"transformers"`` or ``"timm"``.
+        model: the ``transformers`` class to rebuild (``"BertForSequenceClassification"``), or
+            the timm architecture (``"deit_tiny_patch16_224"``).
+        spec: the patch.
+        version: the filterformer version that saved the model.
+    """
+
+    backend: str
+    model: str
+    spec: PatchSpec
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PATCH_FORMAT,
+            "filterformer_version": self.version,
+            "backend": self.backend,
+            "model": self.model,
+            "method": self.spec.method,
+            "options": self.spec.options(),
+        }
+
+
+def write_patch_file(directory: str | os.PathLike, state: PatchState, model: str) -> Path:
+    """Write ``directory/filterformer.json`` for a model patched as ``state`` says.
+
+    Args:
+        directory: the saved model's directory (created if needed).
+        state: the model's patch state.
+        model: the ``transformers`` class name or timm architecture that rebuilds the model.
+    """
+    from .. import __version__
+
+    saved = SavedPatch(state.backend, model, state.spec, __version__)
+    path = Path(directory) / PATCH_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(saved.to_json(), indent=2) + "\n")
+    return path
+
+
+def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
+    """Read and validate ``directory/filterformer.json``.
+
+    Raises:
+        FileNotFoundError: when the directory has no ``filterformer.json``.
+        ValueError: naming the file and the bad, missing or unknown field, with the valid
+            choices (the patch's method and options are checked as :func:`patch` checks them).
+    """
+    path = Path(directory) / PATCH_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{Path(directory)} has no {PATCH_FILE}: it was not saved from a patched model by "
+            "filterformer.save_pretrained (or a patched model's own save_pretrained); load an "
+            "unpatched model with transformers' or timm's own loaders"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object with the fields {list(FIELDS)}")
+    missing = [field for field in FIELDS if field not in data]
+    unknown = sorted(set(data) - set(FIELDS))
+    if missing or unknown:
+        raise ValueError(
+            f"{path}: "
+            + "; ".join(
+                [f"missing field(s) {missing}"] * bool(missing)
+                + [f"unknown field(s) {unknown}"] * bool(unknown)
+            )
+            + f"; a {PATCH_FILE} has exactly the fields {list(FIELDS)}"
+        )
+    if data["format"] != PATCH_FORMAT:
+        raise ValueError(
+            f"{path}: format {data['format']!r} is not one this filterformer reads "
+            f"(supported: {PATCH_FORMAT}); it was written by filterformer "
+            f"{data['filterformer_version']!r}"
+        )
+    if data["backend"] not in BACKENDS:
+        raise ValueError(f"{path}: backend must be one of {BACKENDS}; got {data['backend']!r}")
+    for field in ("model", "filterformer_version", "method"):
+        if not isinstance(data[field], str) or not data[field]:
+            raise ValueError(f"{path}: {field} must be a non-empty string; got {data[field]!r}")
+    options = data["options"]
+    if not isinstance(options, dict):
+        raise ValueError(f"{path}: options must be a JSON object; got {options!r}")
+    try:
+        spec = parse_patch_spec(data["method"], options)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
+    lacking = [name for name in method_options(spec.method) if name not in options]
+    if lacking:
+        raise ValueError(
+            f"{path}: options lack {lacking}; method {spec.method!r} is saved with all its "
+            f"options: {list(method_options(spec.method))}"
+        )
+    return SavedPatch(data["backend"], data["model"], spec, data["filterformer_version"])
+
+
+def marker() -> Tensor:
+    """The value stored under :data:`MARKER_KEY`: the format of ``filterformer.json``."""
+    return torch.tensor(PATCH_FORMAT)
+
+
+def with_marker(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """``state_dict`` and the :data:`MARKER_KEY` entry."""
+    return {**state_dict, MARKER_KEY: marker()}
+
+
+def keep_patch_on_save(state: PatchState) -> None:
+    """Let the patched model's saves carry the patch, and its loads accept what they carry.
+
+    A Hugging Face model's own ``save_pretrained`` (the one ``transformers.Trainer`` calls)
+    becomes one that also writes :data:`MARKER_KEY` and
+    ``filterformer.json``; the model drops :data:`MARKER_KEY` from any state dict it loads (a
+    Trainer resuming from such a checkpoint loads it with ``load_state_dict``). ``unpatch``
+    removes both.
+    """
+    model = state.model
+    register = getattr(model, "register_load_state_dict_pre_hook", None)  # public from torch 2.5
+    if register is None:
+        state.add_hook(model._register_load_state_dict_pre_hook(_drop_marker, with_module=True))
+    else:
+        state.add_hook(register(_drop_marker))
+    if state.backend == "transformers":
+        state.set_attribute(model, "save_pretrained", types.MethodType(_save_pretrained, model))
+
+
+def _drop_marker(module: nn.Module, state_dict: dict, prefix: str, *args: Any) -> None:
+    state_dict.pop(prefix + MARKER_KEY, None)
+
+
+def _save_pretrained(
+    self: nn.Module,
+    save_directory: str | os.PathLike,
+    is_main_process: bool = True,
+    state_dict: Mapping[str, Tensor] | None = None,
+    **kwargs: Any,
+) -> None:
+    """``transformers``' ``save_pretrained`` (same arguments), plus what loads the patch back:
+    the :data:`MARKER_KEY` weight and ``filterformer.json`` (written by the main process).
+
+    The weights keep the names of the model's own ``state_dict``: transformers versions that
+    rename some models' weights back to an older layout when saving (``save_original_format``)
+    are asked not to, unless the caller says otherwise, so that ``from_pretrained`` and a
+    ``Trainer`` resuming from the checkpoint find the names the model has (transformers' own
+    loader reads either layout).
+    """
+    if "save_original_format" in inspect.signature(type(self).save_pretrained).parameters:
+        kwargs.setdefault("save_original_format", False)
+    weights = with_marker(self.state_dict() if state_dict is None else state_dict)
+    type(self).save_pretrained(
+        self, save_directory, is_main_process=is_main_process, state_dict=weights, **kwargs
+    )
+    if is_main_process:
+        write_patch_file(save_directory, get_patch_state(self), type(self).__name__)

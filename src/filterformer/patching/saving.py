@@ -1,0 +1,313 @@
+"""Save a patched model with its patch, and rebuild it: ``save_pretrained`` / ``from_pretrained``.
+
+A saved directory holds what the model's own library would write (a Hugging Face model's
+``config.json`` and ``model.safetensors``, written by ``transformers``; for timm, a ``config.json``
+in timm's layout with the architecture and ``create_model`` arguments, and ``model.safetensors``)
+plus ``filterformer.json``, which says how to patch the rebuilt model before its weights are
+loaded (:mod:`~filterformer.patching.saved_patch`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from .api import patch
+from .options import PatchSpec
+from .saved_patch import (
+    MARKER_KEY,
+    PATCH_FILE,
+    read_patch_file,
+    with_marker,
+    write_patch_file,
+)
+from .state import PatchState, get_patch_state
+
+__all__ = ["from_pretrained", "save_pretrained"]
+
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+CONFIG_FILE = "config.json"
+#: The fields of a timm ``config.json`` that rebuild the model.
+TIMM_FIELDS = ("architecture", "num_classes", "model_args")
+
+
+def save_pretrained(
+    model: nn.Module,
+    directory: str | os.PathLike,
+    *,
+    create_kwargs: Mapping[str, Any] | None = None,
+    **save_kwargs: Any,
+) -> Path:
+    """Save a patched model, its base model's config and its patch, for :func:`from_pretrained`.
+
+    Hugging Face models are saved by their own ``save_pretrained`` (which, once the model is
+    patched, also writes the patch: calling ``model.save_pretrained(directory)`` directly, or
+    through ``transformers.Trainer``, saves the same directory). timm models get
+    ``model.safetensors`` and a ``config.json`` in timm's layout naming the architecture and the
+    ``timm.create_model`` keyword arguments that rebuild it.
+
+    Args:
+        model: a model patched by :func:`~filterformer.patching.patch`.
+        directory: where to save (created if needed).
+        create_kwargs: timm only: the keyword arguments the model was created with
+            (``timm.create_model(name, img_size=..., depth=..., ...)``), JSON values. Recent timm
+            versions record them on the model they build, and they are taken from there when
+            this is None; a timm that does not (or a model built another way) needs them here.
+            They are checked: a model rebuilt with them must have this model's weight shapes.
+        **save_kwargs: Hugging Face only: passed on to the model's ``save_pretrained``
+            (``max_shard_size``, ``is_main_process``, ...).
+
+    Returns:
+        ``directory`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: for a model that is not patched, an argument its library does not take, or
+            timm ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
+    """
+    state = get_patch_state(model)
+    if state is None:
+        raise ValueError(
+            f"save_pretrained saves a patched model with its patch, and this "
+            f"{type(model).__name__} is not patched; patch(model, ...) it first, or save an "
+            "unpatched model with its library's own save function"
+        )
+    if state.model is not model:
+        raise ValueError(
+            f"this {type(model).__name__} was patched as part of a "
+            f"{type(state.model).__name__}; save that model"
+        )
+    directory = Path(directory)
+    if state.backend == "transformers":
+        if create_kwargs is not None:
+            raise ValueError(
+                "create_kwargs is for timm models; a Hugging Face model is rebuilt from its config"
+            )
+        model.save_pretrained(directory, **save_kwargs)
+    else:
+        if save_kwargs:
+            raise ValueError(
+                f"unknown argument(s) {sorted(save_kwargs)} for a timm model; valid: create_kwargs"
+            )
+        _save_timm(model, state, directory, create_kwargs)
+    return directory
+
+
+def from_pretrained(directory: str | os.PathLike) -> nn.Module:
+    """Rebuild a model saved by :func:`save_pretrained`: the base model, patched, every weight
+    loaded, in eval mode.
+
+    Hugging Face models are rebuilt as the class that was saved (``BertModel``,
+    ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
+    models by ``timm.create_model`` with the saved architecture and arguments. The model takes the
+    dtype of its saved floating-point weights.
+
+    Raises:
+        FileNotFoundError: when ``directory`` lacks ``filterformer.json`` or the weights.
+        ValueError: for a ``filterformer.json`` that is malformed or names an unknown method,
+            option or value, or weights that do not fit the patched model exactly (the missing,
+            unexpected and mis-shaped keys are named).
+    """
+    directory = Path(directory)
+    saved = read_patch_file(directory)
+    if saved.backend == "transformers":
+        model = _build_transformers(directory, saved.model)
+    else:
+        model = _build_timm(directory, saved.model)
+    weights = _read_weights(directory)
+    _take_saved_dtype(model, weights)
+    patch(model, saved.spec.method, **saved.spec.options())
+    _load_strictly(model, weights, directory, saved.spec)
+    return model.eval()
+
+
+# ----- Hugging Face -----------------------------------------------------------------------
+
+
+def _build_transformers(directory: Path, class_name: str) -> nn.Module:
+    import transformers
+
+    cls = getattr(transformers, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        raise ValueError(
+            f"{directory / PATCH_FILE}: model {class_name!r} is not a transformers model class "
+            "(e.g. 'BertModel', 'LlamaForCausalLM', 'BertForSequenceClassification')"
+        )
+    model = cls(transformers.AutoConfig.from_pretrained(directory))
+    if model.can_generate() and (directory / "generation_config.json").is_file():
+        model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
+    return model
+
+
+# ----- timm ---------------------------------------------------------------------------------
+
+
+def _save_timm(
+    model: nn.Module, state: PatchState, directory: Path, create_kwargs: Mapping[str, Any] | None
+) -> None:
+    from safetensors.torch import save_file
+
+    architecture = (getattr(model, "pretrained_cfg", None) or {}).get("architecture")
+    if not architecture:
+        raise ValueError(
+            f"the {type(model).__name__} has no pretrained_cfg['architecture'], so the timm model "
+            "name that rebuilds it is unknown; build it with timm.create_model"
+        )
+    recorded = getattr(model, "_model_args", None)  # timm's record of create_model's arguments
+    kwargs = dict(recorded or {}) if create_kwargs is None else dict(create_kwargs)
+    for key, value in kwargs.items():
+        if not _is_json(value):
+            raise ValueError(
+                f"create_kwargs[{key!r}] = {value!r} cannot be saved as JSON; pass create_kwargs "
+                "with a JSON value for it (e.g. a layer's name instead of the layer)"
+            )
+    config = {
+        "architecture": architecture,
+        "num_classes": model.num_classes,
+        "model_args": kwargs,
+        "pretrained_cfg": {k: v for k, v in model.pretrained_cfg.items() if _is_json(v)},
+    }
+    _check_rebuilds(model, state.spec, architecture, _create_kwargs(config))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    save_file(with_marker(weights), directory / WEIGHTS_FILE, metadata={"format": "pt"})
+    write_patch_file(directory, state, architecture)
+
+
+def _create_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {"num_classes": config["num_classes"], **config["model_args"]}
+
+
+def _create_timm(architecture: str, kwargs: Mapping[str, Any]) -> nn.Module:
+    import timm
+
+    try:
+        return timm.create_model(architecture, pretrained=False, **kwargs)
+    except TypeError as err:
+        raise ValueError(
+            f"timm.create_model({architecture!r}, **{dict(kwargs)}) fails: {err}"
+        ) from err
+
+
+def _check_rebuilds(
+    model: nn.Module, spec: PatchSpec, architecture: str, kwargs: Mapping[str, Any]
+) -> None:
+    """Raise ValueError unless ``architecture`` built with ``kwargs`` and patched with ``spec``
+    has ``model``'s weight names and shapes (built on the meta device: no memory, no init)."""
+    try:
+        with torch.device("meta"):
+            reference = _create_timm(architecture, kwargs)
+    except (RuntimeError, NotImplementedError):  # a constructor that reads tensor values
+        reference = _create_timm(architecture, kwargs)
+    patch(reference, spec.method, **spec.options())
+    ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    rebuilt = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
+    differ = sorted(k for k in ours.keys() | rebuilt.keys() if ours.get(k) != rebuilt.get(k))
+    if differ:
+        shown = [f"{k}: {ours.get(k, 'absent')} here, {rebuilt.get(k, 'absent')} rebuilt"
+                 for k in differ[:5]]
+        raise ValueError(
+            f"timm.create_model({architecture!r}, **{dict(kwargs)}) does not rebuild this model "
+            f"({len(differ)} weights differ: {'; '.join(shown)}); pass the keyword arguments it "
+            "was created with: save_pretrained(model, directory, create_kwargs={'img_size': ..., "
+            "'depth': ..., ...})"
+        )
+
+
+def _build_timm(directory: Path, architecture: str) -> nn.Module:
+    path = directory / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} has no {CONFIG_FILE} for its timm model")
+    config = json.loads(path.read_text())
+    missing = [field for field in TIMM_FIELDS if field not in config]
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}; timm's layout has {TIMM_FIELDS}")
+    if not isinstance(config["model_args"], dict):
+        raise ValueError(f"{path}: model_args must be a JSON object; got {config['model_args']!r}")
+    if config["architecture"] != architecture:
+        raise ValueError(
+            f"{path} names architecture {config['architecture']!r} and {PATCH_FILE} names "
+            f"{architecture!r}; they must agree"
+        )
+    return _create_timm(architecture, _create_kwargs(config))
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# ----- weights ------------------------------------------------------------------------------
+
+
+def _read_weights(directory: Path) -> dict[str, Tensor]:
+    """Every tensor of ``model.safetensors``, or of the shards its index names."""
+    from safetensors.torch import load_file
+
+    if (directory / WEIGHTS_FILE).is_file():
+        files = [directory / WEIGHTS_FILE]
+    elif (directory / WEIGHTS_INDEX).is_file():
+        weight_map = json.loads((directory / WEIGHTS_INDEX).read_text())["weight_map"]
+        files = [directory / name for name in sorted(set(weight_map.values()))]
+    else:
+        raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE} (nor {WEIGHTS_INDEX})")
+    weights: dict[str, Tensor] = {}
+    for file in files:
+        weights.update(load_file(file))
+    return weights
+
+
+def _take_saved_dtype(model: nn.Module, weights: Mapping[str, Tensor]) -> None:
+    dtypes = {t.dtype for t in weights.values() if t.is_floating_point()}
+    if len(dtypes) == 1:
+        model.to(dtypes.pop())
+
+
+def _load_strictly(
+    model: nn.Module, weights: Mapping[str, Tensor], directory: Path, spec: PatchSpec
+) -> None:
+    """Load ``weights`` into the patched ``model``, or raise ValueError naming every missing,
+    unexpected or mis-shaped key. Tied weights (one tensor under several names) need one name."""
+    weights = dict(weights)
+    marked = weights.pop(MARKER_KEY, None) is not None
+    expected = model.state_dict(keep_vars=True)
+    tied: dict[int, list[str]] = defaultdict(list)
+    for name, tensor in expected.items():
+        tied[id(tensor)].append(name)
+    missing = [names[0] for names in tied.values() if not any(n in weights for n in names)]
+    missing += [] if marked else [MARKER_KEY]
+    unexpected = sorted(set(weights) - set(expected))
+    mismatched = [
+        f"{k}: {tuple(weights[k].shape)} saved, {tuple(expected[k].shape)} in the model"
+        for k in sorted(set(weights) & set(expected))
+        if weights[k].shape != expected[k].shape
+    ]
+    problems = [
+        f"{what} {_some(keys)}"
+        for what, keys in (("missing", missing), ("unexpected", unexpected),
+                           ("mis-shaped", mismatched))
+        if keys
+    ]
+    if problems:
+        raise ValueError(
+            f"{directory}: the saved weights do not fit the {type(model).__name__} patched with "
+            f"{spec.method!r}: {'; '.join(problems)}"
+        )
+    model.load_state_dict(weights, strict=False)
+
+
+def _some(keys: Iterable[str], limit: int = 20) -> str:
+    keys = list(keys)
+    more = f" and {len(keys) - limit} more" if len(keys) > limit else ""
+    return f"{keys[:limit]}{more}"
