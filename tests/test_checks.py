@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from filterformer.checks import check_choice, check_integer, check_probability
+from filterformer.checks import check_choice, check_integer, check_positive, check_probability
 
 
 def test_integers_at_or_above_the_minimum_pass_unchanged():
@@ -43,3 +43,10 @@ def test_choices_list_the_valid_values():
     assert check_choice("mode", "soft", ("soft", "hard")) == "soft"
     with pytest.raises(ValueError, match=r"^mode must be one of \('soft', 'hard'\); got 'x'$"):
         check_choice("mode", "x", ["soft", "hard"])
+
+
+def test_positive_numbers_are_finite_and_above_zero():
+    assert check_positive("eps", 3) == 3.0 and check_positive("eps", 1e-12) == 1e-12
+    for bad in (0, -1.0, float("nan"), float("inf"), "1", True, None):
+        with pytest.raises(ValueError, match=r"^eps must be a positive finite number; got "):
+            check_positive("eps", bad)

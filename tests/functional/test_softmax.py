@@ -63,3 +63,12 @@ def test_attend_rejects_bad_masks():
         attend(q, k, v, attn_mask=torch.ones(7, 7, dtype=torch.long))
     with pytest.raises(ValueError, match="padding mask"):
         attend(q, k, v, key_padding_mask=torch.ones(2, 6, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("rate", [-0.5, 1.0, 1.5, float("nan")])
+def test_attend_names_a_bad_dropout_rate(rate):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
+        attend(q, k, v, dropout_p=rate)
+    with pytest.raises(ValueError, match="dropout_p"):  # even with nothing to drop
+        attend(q[..., :0, :], k[..., :0, :], v[..., :0, :], dropout_p=rate)

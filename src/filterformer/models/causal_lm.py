@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import DecodingCache
+from ..checks import check_integer
 from .config import TransformerConfig
 from .transformer import Transformer
 
@@ -113,11 +114,12 @@ class CausalLM(nn.Module):
         """Continue ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens -> ``(B, T + new)``.
 
         Greedy unless ``do_sample``; ``use_cache=False`` recomputes the whole prefix every step
-        (same result, for checking).
+        (same result, for checking). ``top_k`` (a positive integer) keeps the k likeliest tokens
+        when sampling.
         """
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}")
-        if do_sample and temperature <= 0:
+        check_integer("max_new_tokens", max_new_tokens, minimum=0)
+        check_integer("top_k", top_k, optional=True)
+        if do_sample and not temperature > 0:
             raise ValueError(f"temperature must be positive when sampling; got {temperature}")
         cache = self.new_cache() if use_cache else None
         tokens, step_input = input_ids, input_ids
