@@ -27,6 +27,6 @@ settings.register_profile(
     "ci", max_examples=20, derandomize=True, database=None,
     **_COMMON,
 )
-settings.register_profile("campaign", max_examples=1000, **_COMMON)
+settings.register_profile("campaign", max_examples=3000, **_COMMON)
 settings.register_profile("dev", max_examples=40, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
