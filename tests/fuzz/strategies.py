@@ -304,6 +304,11 @@ def max_abs(t: Tensor) -> float:
     return t.double().abs().max().item() if t.numel() else 0.0
 
 
+def option_text(options: dict) -> str:
+    """``{"K": 1, "base": "x"}`` -> ``K=1,base=x``: a readable test id."""
+    return ",".join(f"{key}={value}" for key, value in options.items()) or "no-options"
+
+
 def assert_refused(call, argument: str) -> None:
     """``call()`` raises ValueError or TypeError whose message names ``argument`` (a regex)."""
     try:

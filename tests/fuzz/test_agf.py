@@ -140,7 +140,6 @@ def test_polynomials_match_scipy(basis, K, a, b, dtype, size, seed):
 
 @given(case=attention_cases(key_only=True, causal=False, padding_only=True))
 def test_orthogonality_regulariser(case):
-    q, k, _ = case.tensors(requires_grad=True)
     case = AttentionCase(**{**case.__dict__, "queries": case.keys})
     q, k, _ = case.tensors(requires_grad=True)
     masks = case.masks()

@@ -13,6 +13,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from filterformer.attention import AttentionContext, DecodingCache, build_attention
+from filterformer.functional.masks import masked_entries
 
 from .strategies import (
     DTYPES,
@@ -25,6 +26,7 @@ from .strategies import (
     generator,
     masks,
     max_abs,
+    option_text,
     randn,
     weighted_sum,
 )
@@ -255,12 +257,16 @@ def samsa_selection(module, inputs) -> torch.Tensor:
 
 
 def reference_inputs(inputs):
+    """The same inputs in float64. A float mask keeps what it masks in its own dtype: -1e4 is
+    -9984 in bfloat16, at or below ``MASKED_SCORE`` there but not once widened to float64."""
     context = inputs["context"]
     mask = inputs["attn_mask"]
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.double().masked_fill(masked_entries(mask), float("-inf"))
     return {
         "x": inputs["x"].double(),
         "residual": None if inputs["residual"] is None else inputs["residual"].double(),
-        "attn_mask": mask if mask is None or mask.dtype == torch.bool else mask.double(),
+        "attn_mask": mask,
         "padding_mask": inputs["padding_mask"],
         "context": None if context is None else AttentionContext(
             first_values=context.first_values.double()
@@ -352,7 +358,8 @@ BAD_OPTIONS = [
 ]
 
 
-@pytest.mark.parametrize("bad", range(len(BAD_OPTIONS)))
+@pytest.mark.parametrize("bad", range(len(BAD_OPTIONS)),
+                         ids=[f"{name}-{option_text(options)}" for name, options, _ in BAD_OPTIONS])
 @given(heads=st.integers(1, 3), width=st.integers(1, 4))
 @budget(0.25)
 @example(heads=2, width=4)

@@ -279,19 +279,21 @@ def test_empty_sequences_are_finite_or_refused(head, pooling, batch, tokens):
         assert out.isfinite().all(), "an empty sequence gives non-finite outputs"
 
 
-BAD_HEADS = [
-    (lambda c: SequenceClassifier(c, 1), "num_classes"),
-    (lambda c: SequenceClassifier(c, 2.5), "num_classes"),
-    (lambda c: SequenceClassifier(c, 3, pooling="max"), "pooling"),
-    (lambda c: SequenceRegressor(c, target_std=0.0), "target_std"),
-    (lambda c: SequenceRegressor(c, target_std=float("nan")), "target_std"),
-    (lambda c: SequenceRegressor(c, target_mean=float("inf")), "target_mean"),
-    (lambda c: CausalLM(c), "causal"),
-    (lambda c: CausalLM(dataclasses.replace(c, causal=True, vocab_size=None)), "vocab_size"),
-]
+BAD_HEADS = {
+    "num_classes=1": (lambda c: SequenceClassifier(c, 1), "num_classes"),
+    "num_classes=2.5": (lambda c: SequenceClassifier(c, 2.5), "num_classes"),
+    "pooling": (lambda c: SequenceClassifier(c, 3, pooling="max"), "pooling"),
+    "target_std=0": (lambda c: SequenceRegressor(c, target_std=0.0), "target_std"),
+    "target_std=nan": (lambda c: SequenceRegressor(c, target_std=float("nan")), "target_std"),
+    "target_mean=inf": (lambda c: SequenceRegressor(c, target_mean=float("inf")), "target_mean"),
+    "non-causal LM": (lambda c: CausalLM(c), "causal"),
+    "LM without vocab": (
+        lambda c: CausalLM(dataclasses.replace(c, causal=True, vocab_size=None)), "vocab_size"
+    ),
+}
 
 
-@pytest.mark.parametrize("bad", range(len(BAD_HEADS)))
+@pytest.mark.parametrize("bad", sorted(BAD_HEADS))
 @given(method=st.sampled_from(METHODS))
 @budget(0.25)
 def test_bad_head_arguments_are_named(bad, method):

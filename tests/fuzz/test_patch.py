@@ -16,7 +16,14 @@ from filterformer import patch, unpatch
 from filterformer.patching.state import get_patch_state
 
 from ..patching.helpers import VOCAB, hf_model, timm_model
-from .strategies import assert_finite_gradients, assert_refused, budget, generator, randn
+from .strategies import (
+    assert_finite_gradients,
+    assert_refused,
+    budget,
+    generator,
+    option_text,
+    randn,
+)
 
 KINDS = ("bert", "gpt2", "timm")
 #: Layers of each tiny model.
@@ -174,7 +181,10 @@ BAD_REQUESTS = [
 ]
 
 
-@pytest.mark.parametrize("bad", range(len(BAD_REQUESTS)))
+@pytest.mark.parametrize(
+    "bad", range(len(BAD_REQUESTS)),
+    ids=[f"{method}-{option_text(options)}" for method, options, *_ in BAD_REQUESTS],
+)
 @given(kind=st.sampled_from(KINDS), seed=st.integers(0, 2**16))
 @budget(0.25)
 @example(kind="bert", seed=0)
