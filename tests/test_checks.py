@@ -10,6 +10,7 @@ import pytest
 from filterformer.checks import (
     check_choice,
     check_integer,
+    check_positive,
     check_probability,
     check_writable_directory,
 )
@@ -86,3 +87,10 @@ def test_a_directory_without_write_permission_is_refused(tmp_path, monkeypatch):
         with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
             check_writable_directory("output_dir", path)
     assert check_writable_directory("output_dir", tmp_path / "open") == tmp_path / "open"
+
+
+def test_positive_numbers_are_finite_and_above_zero():
+    assert check_positive("eps", 3) == 3.0 and check_positive("eps", 1e-12) == 1e-12
+    for bad in (0, -1.0, float("nan"), float("inf"), "1", True, None):
+        with pytest.raises(ValueError, match=r"^eps must be a positive finite number; got "):
+            check_positive("eps", bad)

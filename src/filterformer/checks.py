@@ -3,12 +3,19 @@ output directories."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_choice", "check_integer", "check_probability", "check_writable_directory"]
+__all__ = [
+    "check_choice",
+    "check_integer",
+    "check_positive",
+    "check_probability",
+    "check_writable_directory",
+]
 
 
 def check_integer(
@@ -27,6 +34,15 @@ def check_integer(
         none = " or None" if optional else ""
         raise ValueError(f"{name} must be {what}{hint}{none}; got {value!r}")
     return value
+
+
+def check_positive(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is a finite number ``> 0``, else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        math.isfinite(value) and value > 0
+    ):
+        raise ValueError(f"{name} must be a positive finite number; got {value!r}")
+    return float(value)
 
 
 def check_probability(name: str, value: Any) -> float:

@@ -140,3 +140,21 @@ def test_config_module_and_patch_refuse_a_bad_lambda_with_one_message():
             entry()
         messages.append(str(error.value))
     assert len(set(messages)) == 1 and repr(lam) in messages[0]
+
+
+@pytest.mark.parametrize(
+    ("dim", "num_heads", "needle"),
+    [
+        (0, 1, "dim must be a positive integer"),
+        (-4, 2, "dim must be a positive integer"),
+        (8.0, 2, "dim must be a positive integer"),
+        (8, 2.0, "num_heads must be a positive integer"),
+        (8, 0, "num_heads must be a positive integer"),
+        (8, True, "num_heads must be a positive integer"),
+        (8, 3, r"dim \(8\) must be divisible by num_heads \(3\)"),
+    ],
+)
+@pytest.mark.parametrize("name", ["softmax", "gfsa", "agf", "samsa"])
+def test_constructor_names_a_bad_width_or_head_count(name, dim, num_heads, needle):
+    with pytest.raises(ValueError, match=needle):
+        build_attention(name, dim, num_heads)

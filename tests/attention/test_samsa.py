@@ -202,6 +202,8 @@ def test_invalid_use_is_rejected():
         SamplingAttention(DIM, HEADS, num_samples=0)
     with pytest.raises(ValueError, match="temperature"):
         SamplingAttention(DIM, HEADS, temperature=0)
+    with pytest.raises(ValueError, match="score_hidden_dim must be a positive integer or None"):
+        SamplingAttention(DIM, HEADS, score_hidden_dim=-1)
     module = SamplingAttention(DIM, HEADS, num_samples=2)
     with pytest.raises(ValueError, match="padding_mask"):
         module(torch.randn(1, 4, DIM), attn_mask=torch.ones(4, 4, dtype=torch.bool))

@@ -11,7 +11,8 @@ import torch
 
 from filterformer.data import load_task, patchify, read_fashion_mnist
 from filterformer.data.images import FASHION_MNIST_DIR
-from filterformer.data.sources import debian_path
+
+from .helpers import debian_source
 
 
 def reference_patches(image: np.ndarray, p: int) -> np.ndarray:
@@ -64,9 +65,8 @@ def test_missing_fashion_file_is_named(tmp_path):
         read_fashion_mnist(tmp_path)
 
 
-@pytest.mark.skipif(debian_path(FASHION_MNIST_DIR) is None,
-                    reason="needs the Debian package dataset-fashion-mnist")
 def test_real_fashion_mnist():
+    debian_source(FASHION_MNIST_DIR, "dataset-fashion-mnist")
     splits = read_fashion_mnist()
     train_images, train_labels = splits["train"]
     test_images, test_labels = splits["test"]

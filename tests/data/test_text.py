@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from filterformer.data import IGNORE_INDEX, MissingSourceError, load_task, read_austen
-from filterformer.data.sources import debian_path
 from filterformer.data.text import AUSTEN_DATA, PYTHON_DOCS_DIR
+
+from .helpers import debian_source
 
 
 @pytest.fixture
@@ -69,9 +70,8 @@ def test_bad_level_lists_the_choices(tmp_path):
         load_task("text_lm", path=tmp_path, level="word")
 
 
-@pytest.mark.skipif(debian_path(AUSTEN_DATA) is None,
-                    reason="needs the Debian package r-cran-janeaustenr")
 def test_real_jane_austen_novels():
+    debian_source(AUSTEN_DATA, "r-cran-janeaustenr")
     novels = read_austen()
     assert sorted(novels) == ["emma", "mansfieldpark", "northangerabbey", "persuasion",
                               "prideprejudice", "sensesensibility"]
@@ -80,9 +80,8 @@ def test_real_jane_austen_novels():
     assert task.metadata["num_tokens"]["train"] == 180_000
 
 
-@pytest.mark.skipif(debian_path(PYTHON_DOCS_DIR) is None,
-                    reason="needs the Debian package python3.11-doc")
 def test_real_python_docs():
+    debian_source(PYTHON_DOCS_DIR, "python3.11-doc")
     task = load_task("text_lm", corpus="python_docs", max_tokens=100_000, max_len=64)
     assert len(task.train) == -(-(90_000 - 1) // 64)
     text = bytes(b - 1 for b in task.train[0]["input_ids"].tolist())

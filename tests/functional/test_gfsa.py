@@ -197,3 +197,10 @@ def test_gfsa_response_exact_power_matches_matrix_power_spectrum():
         torch.testing.assert_close(
             torch.linalg.eigvalsh(filt[h]).sort().values, response[h].sort().values
         )
+
+
+@pytest.mark.parametrize("rate", [-0.5, 1.0, 2.0])
+def test_gfsa_names_a_bad_dropout_rate(rate):
+    q, k, v, w0, w1, wK = _inputs()
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
+        gfsa(q, k, v, w0, w1, wK, K=3, dropout_p=rate)

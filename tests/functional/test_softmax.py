@@ -88,3 +88,12 @@ def test_attention_matrix_in_half_precision_matches_float64(dtype, logit_scale):
     out = attend(q, k, v, key_padding_mask=padding, is_causal=True)  # the fused path agrees
     out.double().sum().backward()
     assert out.isfinite().all() and q.grad.isfinite().all() and v.grad.isfinite().all()
+
+
+@pytest.mark.parametrize("rate", [-0.5, 1.0, 1.5, float("nan")])
+def test_attend_names_a_bad_dropout_rate(rate):
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
+        attend(q, k, v, dropout_p=rate)
+    with pytest.raises(ValueError, match="dropout_p"):  # even with nothing to drop
+        attend(q[..., :0, :], k[..., :0, :], v[..., :0, :], dropout_p=rate)

@@ -78,6 +78,22 @@ def test_causal_lm_rejects_bad_configs():
         _model("softmax").generate(torch.zeros(1, 2, dtype=torch.long), -1)
 
 
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"max_new_tokens": 1.5}, "max_new_tokens must be an integer >= 0"),
+        ({"do_sample": True, "temperature": float("nan")},
+         "temperature must be a finite number > 0"),
+        ({"do_sample": True, "top_k": -2},
+         r"top_k must be an integer >= 0 \(0 keeps every token\)"),
+    ],
+)
+def test_generate_names_a_bad_argument(options, needle):
+    options = {"max_new_tokens": 2, **options}
+    with pytest.raises(ValueError, match=needle):
+        _model("softmax").generate(torch.zeros(1, 2, dtype=torch.long), **options)
+
+
 @pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("depth", [2, 8])
 def test_a_fresh_model_starts_near_the_uniform_loss(depth, norm):

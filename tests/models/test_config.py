@@ -18,6 +18,14 @@ from filterformer.models import TransformerConfig
         ({"neutreno_lambda": float("inf")}, r"neutreno_lambda must be a finite number >= 0"),
         ({"neutreno_lambda": -1.0}, r"neutreno_lambda must be a finite number >= 0 \(the papers "
                                     r"use λ in \(0, 1\]"),
+        ({"mlp_ratio": float("nan")}, "mlp_ratio must be a positive finite number"),
+        ({"mlp_ratio": float("inf")}, "mlp_ratio must be a positive finite number"),
+        ({"norm_eps": 0.0}, "norm_eps must be a positive finite number"),
+        ({"norm_eps": -1e-5}, "norm_eps must be a positive finite number"),
+        ({"norm_eps": float("nan")}, "norm_eps must be a positive finite number"),
+        ({"attention_layers": ("a",)}, r"attention_layers must be 0-based indices"),
+        ({"attention_layers": (0.5,)}, r"attention_layers must be 0-based indices"),
+        ({"attention_layers": 2}, r"attention_layers must be a list"),
     ],
 )
 def test_config_rejects_bad_values(overrides, needle):
@@ -41,3 +49,10 @@ def test_layer_attention():
                                attention_layers=(1, 3))
     assert config.layer_attention(1) == ("gfsa", {"K": 2})
     assert config.layer_attention(0) == ("softmax", {})
+
+
+def test_attention_layers_take_numpy_integers():
+    import numpy as np
+
+    config = TransformerConfig(depth=4, attention_layers=np.array([1, 3]))
+    assert config.attention_layers == (1, 3) and type(config.attention_layers[0]) is int

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from filterformer.functional import gfsa_filter
-from filterformer.models import Transformer
+from filterformer.models import SequenceClassifier, Transformer
 
 from .helpers import KINDS, VOCAB, config, randomise_filters
 
@@ -119,3 +119,9 @@ def test_model_gradients_are_finite_with_padding():
     model(ids, padding_mask=mask).last_hidden_state.sum().backward()
     for name, param in model.named_parameters():
         assert param.grad is not None and torch.isfinite(param.grad).all(), name
+
+
+@pytest.mark.parametrize("num_classes", [1, 2.5, True])
+def test_classifier_names_a_bad_class_count(num_classes):
+    with pytest.raises(ValueError, match="num_classes must be an integer >= 2"):
+        SequenceClassifier(config(), num_classes)

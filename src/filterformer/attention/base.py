@@ -13,7 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_probability
+from ..checks import check_integer, check_probability
 from ..functional import (
     attention_matrix,
     check_key_padding_mask,
@@ -106,7 +106,9 @@ class AttentionBase(nn.Module):
         neutreno_learnable: bool = False,
     ) -> None:
         super().__init__()
-        if num_heads < 1 or dim % num_heads:
+        check_integer("dim", dim)
+        check_integer("num_heads", num_heads)
+        if dim % num_heads:
             raise ValueError(f"dim ({dim}) must be divisible by num_heads ({num_heads})")
         check_probability("attn_drop", attn_drop)
         check_probability("proj_drop", proj_drop)

@@ -106,6 +106,7 @@ class SamplingAttention(AttentionBase):
         score_hidden_dim: int | None = None,
     ) -> None:
         check_integer("num_samples", num_samples)
+        check_integer("score_hidden_dim", score_hidden_dim, optional=True)
         check_choice("mode", mode, SAMPLING_MODES)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0; got {temperature}")

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..checks import check_integer
+from ..checks import check_integer, check_probability
 from .efficient import efficient_feature_maps
 from .masks import check_qkv, key_padding_from_attn_mask
 from .softmax import attend
@@ -187,8 +187,8 @@ def gfsa(
         base: ``"softmax"`` (fused SDPA calls) or ``"efficient"`` (linear Efficient Attention).
         key_padding_mask: ``(B, S)`` bool, True at real tokens (an alternative to ``attn_mask``).
         scale: score scale for the softmax base; ``1/sqrt(d)`` when None.
-        dropout_p: dropout on the filtered output (two fused calls cannot share dropped
-            probabilities); pass 0 in evaluation.
+        dropout_p: dropout on the filtered output, in ``[0, 1)`` (two fused calls cannot share
+            dropped probabilities); pass 0 in evaluation.
         past: while decoding (``L < S``), the layer's cache of ``Ā^n V`` at the past positions,
             which this call extends with the new ones.
 
@@ -197,10 +197,12 @@ def gfsa(
 
     Raises:
         ValueError: on bad ranks or shapes, ``K < 2``, an unknown ``base``, fewer queries than
-            keys without ``past``, or a causal, decoding or per-query mask on the efficient base.
+            keys without ``past``, a causal, decoding or per-query mask on the efficient base,
+            or ``dropout_p`` outside ``[0, 1)``.
     """
     check_qkv(q, k, v)
     check_order(K)
+    check_probability("dropout_p", dropout_p)
     if base not in GFSA_BASES:
         raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
     query_len, key_len = q.shape[-2], k.shape[-2]

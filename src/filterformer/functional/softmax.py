@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import check_probability
 from .masks import check_qkv, revive_dead_rows, sdpa_mask
 
 __all__ = ["attend", "attention_matrix"]
@@ -58,13 +59,18 @@ def attend(
         attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``.
         key_padding_mask: ``(B, S)`` bool, True at real tokens.
         is_causal: causal masking, aligned bottom-right when ``L < S`` (decoding with a cache).
-        dropout_p: dropout on the attention probabilities.
+        dropout_p: dropout on the attention probabilities, in ``[0, 1)``.
         scale: score scale; ``1/sqrt(d)`` when None.
 
     Returns:
         ``(B, h, L, d_v)``. Rows in which every key is masked are exactly 0 (never NaN).
+
+    Raises:
+        ValueError: naming the argument: bad ranks or shapes, a bad mask, ``dropout_p`` outside
+            ``[0, 1)``.
     """
     check_qkv(q, k, v)
+    check_probability("dropout_p", dropout_p)
     mask, is_causal = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal)
     dead = None
     if mask is not None:

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..attention import AttentionMaps
+from ..checks import check_integer
 from ..nn import SequencePooling
 from .config import TransformerConfig
 from .transformer import Transformer
@@ -49,8 +50,7 @@ class SequenceClassifier(nn.Module):
         transformer: nn.Module | None = None,
     ) -> None:
         super().__init__()
-        if num_classes < 2:
-            raise ValueError(f"num_classes must be >= 2; got {num_classes}")
+        check_integer("num_classes", num_classes, minimum=2)
         self.config = config
         self.num_classes = num_classes
         self.transformer = Transformer(config) if transformer is None else transformer

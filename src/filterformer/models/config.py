@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..attention import get_attention_class
-from ..checks import check_choice, check_integer, check_probability
+from ..checks import check_choice, check_integer, check_positive, check_probability
 from ..functional.neutreno import check_neutreno_lambda
 from ..jsonsafe import reject_unknown_fields
 from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
@@ -74,21 +76,15 @@ class TransformerConfig:
             raise ValueError(f"dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
         for name in ("dropout", "attn_dropout"):
             check_probability(name, getattr(self, name))
-        if self.mlp_ratio <= 0:
-            raise ValueError(f"mlp_ratio must be positive; got {self.mlp_ratio}")
+        for name in ("mlp_ratio", "norm_eps"):
+            check_positive(name, getattr(self, name))
         check_choice("norm", self.norm, NORM_POSITIONS)
         check_choice("position", self.position, POSITIONS)
         if self.fusion is not None:
             check_choice("fusion", self.fusion, FUSION_MODES)
         get_attention_class(self.attention)  # raises with the valid names
         if self.attention_layers is not None:
-            layers = tuple(int(i) for i in self.attention_layers)
-            bad = [i for i in layers if not 0 <= i < self.depth]
-            if bad:
-                raise ValueError(
-                    f"attention_layers must be 0-based indices in 0..{self.depth - 1}; got {bad}"
-                )
-            self.attention_layers = layers
+            self.attention_layers = _layer_indices(self.attention_layers, self.depth)
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
         check_neutreno_lambda(self.neutreno_lambda)
@@ -113,3 +109,24 @@ class TransformerConfig:
         reject_unknown_fields(cls, data)
         return cls(**data)
 
+
+
+def _layer_indices(layers: Any, depth: int) -> tuple[int, ...]:
+    """``attention_layers`` as a tuple of ints in ``0..depth-1`` (numpy integers included)."""
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+        raise ValueError(
+            f"attention_layers must be a list of 0-based block indices; got {layers!r}"
+        )
+    layers = tuple(layers)
+    bad = [i for i in layers if isinstance(i, bool) or not _is_index(i) or not 0 <= i < depth]
+    if bad:
+        raise ValueError(f"attention_layers must be 0-based indices in 0..{depth - 1}; got {bad}")
+    return tuple(operator.index(i) for i in layers)
+
+
+def _is_index(value: Any) -> bool:
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True

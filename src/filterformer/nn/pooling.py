@@ -22,7 +22,8 @@ class SequencePooling(nn.Module):
     """``(B, N, D)`` -> ``(B, D)``.
 
     Modes: ``mean`` over real tokens; ``first`` token (a [CLS]-style token); ``attention``: a
-    learned score per token, softmax over real tokens, weighted sum.
+    learned score per token, softmax over real tokens, weighted sum. ``mean`` and ``attention``
+    pool a sample without real tokens to 0, whatever its padding holds.
     """
 
     def __init__(self, mode: str, dim: int) -> None:
@@ -39,9 +40,13 @@ class SequencePooling(nn.Module):
         if self.mode == "first":
             return x[:, 0]
         scores = self.score(x).squeeze(-1)
-        if padding_mask is not None:
-            scores = scores.masked_fill(~padding_mask, torch.finfo(scores.dtype).min)
-        return (scores.softmax(dim=-1).unsqueeze(-1) * x).sum(dim=1)
+        if padding_mask is None:
+            return (scores.softmax(dim=-1).unsqueeze(-1) * x).sum(dim=1)
+        weights = scores.masked_fill(~padding_mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
+        # Padded weights already underflow to 0 beside a real token; a sample with none would
+        # otherwise average its padding.
+        weights = weights * padding_mask
+        return (weights.unsqueeze(-1) * x).sum(dim=1)
 
     def extra_repr(self) -> str:
         return f"mode={self.mode!r}"
