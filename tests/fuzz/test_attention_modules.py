@@ -296,6 +296,11 @@ def test_matches_its_float64_copy(case):
     projection = reference.proj.weight.abs().sum(-1).max().item()
     magnitude = values * projection + max_abs(reference.proj.bias)
     conditioning = max_abs(q) * max_abs(k) * q.shape[-1] ** 0.5 + max_abs(ref_inputs["x"])
+    if samsa:  # the mixture's weights are σ(score / τ): rounding a score moves them by 1/τ
+        residual = ref_inputs["residual"]
+        scores = reference.importance(ref_inputs["x"] if residual is None else residual)
+        largest = max(max_abs(scores), max_abs(reference.support_scores))
+        conditioning += (1 + largest) / reference.temperature
     depth = 2 + (reference.K if case.method == "gfsa" and reference.exact_power else 0)
     assert out.isfinite().all(), "non-finite output"
     error = (out.double() - expected).abs().max().item() if out.numel() else 0.0
