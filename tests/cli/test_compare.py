@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch._dynamo
 import yaml
 from PIL import Image
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.cli import main
-from filterformer.training import DEFAULT_METHODS
+from filterformer.training import DEFAULT_METHODS, compilation
 
 SEEDS = ("0", "1")
 WIDTH = 1280
@@ -306,3 +308,34 @@ def test_a_failed_run_is_named_without_a_traceback(tmp_path, capsys):
     assert "run gfsa seed 0 failed" in err or "run gfsa" in err
     assert str(broken.parent.parent) in err and "corrupt" in err
     assert "Traceback" not in err
+
+
+def test_compare_compile_compiles_every_run_and_the_timed_steps(tmp_path, capsys, monkeypatch):
+    """--compile applies to every run and to the paired step timing: one graph per method, for
+    every batch length, in training and in the timing that reuses it (backend: aot_eager behind
+    TorchDynamo's compile counter; inductor compiles a run in tests/cli/test_train.py)."""
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    monkeypatch.setattr(compilation, "BACKEND", counter)
+    budget = tiny_budget(tmp_path)
+    config = yaml.safe_load(budget.read_text())
+    config.update(max_steps=2)
+    config["compare"].update(cost_rounds=2, cost_warmup_steps=1)
+    budget.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    argv = ["compare", "--config", str(budget), "--methods", "softmax", "samsa_hard",
+            "--seeds", "0", "--output-dir", str(out), "--jobs", "1", "--compile", "--quiet"]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["budget"]["compile"] is True
+    assert results["cost"]["compile"] is True
+    assert all(step > 0 for seed in results["cost"]["seeds"].values()
+               for step in seed["step_time_s"].values())
+    assert [run["method"] for run in results["runs"]] == ["softmax", "samsa_hard"]
+    assert all(run["test_accuracy"] >= 0 for run in results["runs"])
+    assert "--compile" in results["provenance"]["command"]
+    for method in ("softmax", "samsa_hard"):
+        run_config = yaml.safe_load((out / "runs" / method / "seed-0" / "config.yaml").read_text())
+        assert run_config["compile"] is True
+    assert counter.frame_count == 2
+    torch._dynamo.reset()

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch._dynamo
 import yaml
+from torch._dynamo.utils import counters
 
 from filterformer.cli import main
 from filterformer.training import load_checkpoint, load_config
@@ -237,3 +239,31 @@ def test_quiet_prints_only_the_summary(tmp_path, capsys):
     assert set(summary) == {"best_validation", "test"}
     assert lines[-1] == f"metrics and checkpoints: {tmp_path / 'run'}"
     assert load_config(tmp_path / "run" / "config.yaml").progress is False
+
+
+def test_train_compile_with_inductor_resumes_eagerly_to_the_eager_weights(tmp_path, capsys):
+    """--compile with the default backend, inductor, on the built-in task: one compiled graph
+    for the compiled steps, no graph break, a config that records compile, checkpoints that an
+    eager run resumes (compile is no part of a run's identity), and the weights an eager run
+    ends with, up to round-off."""
+    torch._dynamo.reset()
+    counters.clear()
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(
+        tmp_path, max_steps=3, model={"dim": 16, "depth": 1, "num_heads": 2, "qkv_bias": False}))
+    args = ["train", "--config", str(config), "--set", "method=gfsa"]
+    compiled = tmp_path / "compiled"
+    assert main([*args, "--output-dir", str(compiled), "--compile", "--set", "stop_after=2"]) == 0
+    assert "run stopped (continue with --resume) after 2 steps" in capsys.readouterr().out
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
+    assert any(counters["inductor"].values())  # inductor compiled it
+    assert load_config(compiled / "config.yaml").compile is True
+    assert main([*args, "--output-dir", str(compiled), "--resume"]) == 0
+    assert load_config(compiled / "config.yaml").compile is False
+    assert main([*args, "--output-dir", str(tmp_path / "eager")]) == 0
+    assert "run finished after 3 steps" in capsys.readouterr().out
+    eager = weights(tmp_path / "eager")
+    resumed = weights(compiled)
+    assert resumed.keys() == eager.keys()
+    for name, weight in eager.items():
+        torch.testing.assert_close(resumed[name], weight, rtol=0, atol=1e-5, msg=name)
+    torch._dynamo.reset()

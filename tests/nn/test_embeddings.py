@@ -1,5 +1,7 @@
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.nn import InputEmbedding, sinusoidal_positions
 
@@ -86,3 +88,22 @@ def test_an_empty_batch_embeds_to_an_empty_batch():
     embed = InputEmbedding(8, vocab_size=11, max_len=16)
     length = int(torch.randint(1, 16, ()))
     assert embed(torch.zeros(0, length, dtype=torch.long)).shape == (0, length, 8)
+
+
+def test_compiled_embedding_checks_token_ids_on_the_device_without_a_graph_break():
+    """Under torch.compile the id check is a device-side assert, not a host read: one graph
+    (TorchDynamo's compile counter, backend aot_eager, whose traced ops run eagerly) that embeds
+    in-range ids as eager does and fails on an id outside the vocabulary."""
+    torch._dynamo.reset()
+    vocab = int(torch.randint(5, 40, ()).item())
+    embed = InputEmbedding(8, vocab_size=vocab, max_len=16)
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(embed, backend=counter)
+    ids = torch.randint(0, vocab, (3, 9))
+    torch.testing.assert_close(compiled(ids), embed(ids))
+    bad, _ = _planted_ids(vocab)
+    with pytest.raises(RuntimeError, match=rf"input_ids must lie in \[0, vocab_size\) = "
+                                           rf"\[0, {vocab}\)"):
+        compiled(bad)
+    assert counter.frame_count == 1
+    torch._dynamo.reset()

@@ -85,6 +85,8 @@ def test_mean_report_averages_every_curve():
          r"methods names \['gfsa'\] more than once"),
         ([], {"methods": [{"method": "gfsa", "set": {"task": "digits"}}]},
          r"compare.methods\[0\].set may not set task: every run of a comparison shares"),
+        ([], {"methods": [{"method": "gfsa", "set": {"compile": True}}]},
+         r"compare.methods\[0\].set may not set compile: every run of a comparison shares"),
         ([], {"methods": [{"method": "gfsa", "set": {"optimiser.lr": 0}}]},
          r"method 'gfsa' \(its set\): unknown config key 'optimiser'; valid keys of the config"),
         ([], {"methods": [{"method": "gfsa", "set": {"optimizer.lr": -1}}]},

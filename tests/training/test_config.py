@@ -161,6 +161,7 @@ def test_task_values_fill_the_model_and_are_checked():
         (["optimizer.betas=[0.9]"], r"optimizer.betas must be a list; got \[0.9\]"),
         (["max_steps=2.5"], r"max_steps must be an integer or null; got 2.5"),
         (["progress=maybe"], r"progress must be true/false; got 'maybe'"),
+        (["compile=inductor"], r"compile must be true/false; got 'inductor'"),
         (["epochs"], r"override 'epochs' must look like key=value"),
         (["epochs.total=3"], r"config key 'epochs' takes no sub-keys"),
     ],

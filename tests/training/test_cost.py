@@ -8,8 +8,11 @@ import statistics
 
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.bench.paired_rounds import round_orders
+from filterformer.training import compilation
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.compare.cost import (
     COST_FILE,
@@ -149,3 +152,32 @@ def test_cost_options_are_checked():
         load_compare_config(None, TINY, cost_rounds=-1)
     with pytest.raises(ValueError, match="cost_warmup_steps >= 1"):
         load_compare_config(None, TINY, cost_warmup_steps=0)
+
+
+def test_a_compiled_comparison_times_compiled_steps_and_keeps_them_apart(tmp_path, monkeypatch):
+    """compile=true: every method's timed step is compiled, one graph per method for all the
+    rounds' batches (lengths 6–16); an eager measurement is not read back for it, nor it for an
+    eager one. Backend: aot_eager behind TorchDynamo's compile counter."""
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    monkeypatch.setattr(compilation, "BACKEND", counter)
+    task = majority_task(num_train=48, num_eval=16)
+    lines = []
+
+    def measure(compiled: bool) -> dict:
+        config = load_compare_config(None, [*TINY, f"output_dir={tmp_path}",
+                                            f"compile={str(compiled).lower()}"],
+                                     methods=["softmax", "gfsa"], seeds=[0], cost_rounds=3,
+                                     cost_warmup_steps=1)
+        return measure_cost(config, task, echo=lines.append)
+
+    eager = measure(compiled=False)
+    assert counter.frame_count == 0 and eager["compile"] is False
+    compiled = measure(compiled=True)
+    assert "reused" not in lines[-1]
+    assert compiled["compile"] is True and counter.frame_count == 2
+    assert "(compiled with torch.compile)" in cost_note(compiled)
+    assert "compiled" not in cost_note(eager)
+    measure(compiled=False)
+    assert "reused" not in lines[-1]
+    torch._dynamo.reset()

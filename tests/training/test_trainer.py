@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
 
 import pytest
 import torch
+import torch._dynamo
+from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.data.datasets import LanguageModelingDataset, collate_sequences
 from filterformer.data.task import TaskData
-from filterformer.training import Trainer, load_checkpoint, save_checkpoint
+from filterformer.training import (
+    Trainer,
+    compilation,
+    load_checkpoint,
+    load_model_state,
+    save_checkpoint,
+)
+from filterformer.training.batches import make_loader, training_batches
 from filterformer.training.metrics_log import CSV_COLUMNS, read_metrics
 
 from .helpers import majority_task, tiny_config
@@ -236,3 +246,36 @@ def test_language_modelling_reports_perplexity(tmp_path):
     assert result.best_validation["perplexity"] == min(r["perplexity"] for r in validations)
     # A uniform guess over the vocabulary gives 12.
     assert validations[-1]["perplexity"] < 2.0, validations[-1]
+
+
+def test_a_compiled_run_trains_in_one_graph_and_resumes_eagerly(tmp_path, monkeypatch):
+    """compile=true: one graph for every batch (the majority task's lengths vary from 6 to 16),
+    checkpoints that load into an eager model, and a resume without compile (allowed: compile
+    is no part of the run's identity) that ends where an eager run ends, up to round-off.
+
+    Backend: aot_eager behind TorchDynamo's compile counter (inductor: tests/cli/test_train.py).
+    """
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    monkeypatch.setattr(compilation, "BACKEND", counter)
+    task = majority_task()
+    settings = dict(epochs=1, batch_size=8)
+    first = training_batches(task.train, 8, epoch=0, seed=0)[:4]
+    lengths = {batch["input_ids"].shape[1] for batch in make_loader(task.train, first,
+                                                                     task.collate)}
+    assert len(lengths) > 1  # the compiled steps meet batches of several lengths
+    eager = Trainer(tiny_config(tmp_path / "eager", **settings), task=task)
+    eager.fit()
+    parts = tiny_config(tmp_path / "parts", **settings)
+    compiled = Trainer(dataclasses.replace(parts, compile=True, stop_after=4), task=task)
+    assert not compiled.fit().completed
+    assert counter.frame_count == 1  # one graph for all of them
+    saved = load_checkpoint(tmp_path / "parts" / "checkpoints" / "last.pt")["model"]
+    assert saved.keys() == eager.model.state_dict().keys()  # no _orig_mod. prefix
+    load_model_state(eager.model, saved, "last.pt")
+    rest = Trainer(parts, task=task, resume=True).fit()
+    assert rest.completed and rest.steps == 12
+    expected, resumed = _weights(tmp_path / "eager"), _weights(tmp_path / "parts")
+    for name, weight in expected.items():
+        torch.testing.assert_close(resumed[name], weight, rtol=0, atol=1e-5, msg=name)
+    torch._dynamo.reset()

@@ -10,6 +10,7 @@ finished run says how many are done and the time left.
 Examples:
   filterformer compare
   filterformer compare --jobs 1 --quiet
+  filterformer compare --compile --methods softmax gfsa
   filterformer compare --config experiments/c3_japanese_vowels_lr.yaml --dry-run
   filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8
   filterformer compare --config configs/compare_listops.yaml --output-dir runs/listops
@@ -54,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as fit the CPU cores, cores // threads; 1 on a GPU); 1 trains "
                              "them one after another in this process. Results are the same "
                              "whatever N, timings aside")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile every run's training step with torch.compile "
+                             "(compile=true), and the steps the time-per-step column times")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the comparison without training it: load the task, build "
                              "every method's model and take one training step with each; "
@@ -82,8 +86,8 @@ def command_line(args: argparse.Namespace) -> str:
             words += [flag, str(value)]
     if args.threads != 1:
         words += ["--threads", str(args.threads)]
-    words += [flag for flag, on in (("--quiet", args.quiet), ("--no-progress", args.no_progress))
-              if on]
+    words += [flag for flag, on in (("--compile", args.compile), ("--quiet", args.quiet),
+                                    ("--no-progress", args.no_progress)) if on]
     return shlex.join(words)
 
 
@@ -103,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"output_dir={args.output_dir}")
     if args.no_progress or args.quiet:
         overrides.append("progress=false")
+    if args.compile:
+        overrides.append("compile=true")
     options = {"methods": args.methods, "seeds": args.seeds, "baseline": args.baseline,
                "diagnostics_batches": args.diagnostics_batches}
     config = load_compare_config(

@@ -7,6 +7,7 @@ While it trains it shows its progress on stderr: a bar on a terminal, otherwise 
 Examples:
   filterformer train --config configs/listops_tiny.yaml --set method=gfsa optimizer.lr=5e-4
   filterformer train --config configs/listops_tiny.yaml --resume        # continue a stopped run
+  filterformer train --config configs/listops_tiny.yaml --compile       # torch.compile the step
   torchrun --nproc_per_node=2 --no-python filterformer train --config ...   # DDP, 2 processes
 """
 
@@ -31,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", metavar="DIR", help="the run directory (output_dir)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run in the output directory from its last checkpoint")
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the training step with torch.compile (compile=true): the "
+                             "same results up to round-off, faster steps after a first one "
+                             "that compiles")
     parser.add_argument("--quiet", "--no-progress", action="store_true",
                         help="print only the final summary: no progress bar or lines "
                              "(progress=false)")
@@ -48,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         overrides.append(f"output_dir={args.output_dir}")
     if args.quiet:
         overrides.append("progress=false")
+    if args.compile:
+        overrides.append("compile=true")
     config = load_config(args.config, overrides)
     if args.print_config:
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")

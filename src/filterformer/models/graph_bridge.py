@@ -94,7 +94,10 @@ class GraphBridgeTokenizer(nn.Module):
         device, dtype = batch.node_features.device, batch.node_features.dtype
         if self.training or self.eval_noise:
             shape = (batch_size, num_nodes, self.position_dim)
-            return torch.randn(shape, generator=generator, device=device, dtype=dtype)
+            # torch.randn's overload with a generator (even None) takes no symbolic sizes: a
+            # compiled model, whose number of nodes is dynamic, draws through the one without.
+            drawn_by = {} if generator is None else {"generator": generator}
+            return torch.randn(shape, device=device, dtype=dtype, **drawn_by)
         blocks = [
             torch.randn(
                 _EVAL_BLOCK, self.position_dim,

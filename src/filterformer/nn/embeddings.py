@@ -85,6 +85,8 @@ class InputEmbedding(nn.Module):
             ValueError: for N = 0, ids outside ``[0, vocab_size)`` (naming the smallest and
                 largest offending ids), a wrong shape or ``offset + N > max_len``.
             TypeError: for ``input_ids`` that are not an integer tensor.
+            RuntimeError: under :func:`torch.compile`, for ids outside ``[0, vocab_size)``: the
+                check runs on the device (``torch._assert_async``), not on the host.
         """
         given = [name for name, t in (("input_ids", input_ids), ("inputs", inputs),
                                       ("inputs_embeds", inputs_embeds)) if t is not None]
@@ -139,6 +141,12 @@ def _check_token_ids(input_ids: Tensor, vocab_size: int) -> None:
             f"{input_ids.dtype}"
         )
     if input_ids.numel() == 0:  # an empty batch (B = 0) holds no id to check
+        return
+    if torch.compiler.is_compiling():
+        # Reading the ids on the host would break the compiled graph and wait for the device at
+        # every step; the check runs on the device instead (an error when the step runs).
+        inside = ((input_ids >= 0) & (input_ids < vocab_size)).all()
+        torch._assert_async(inside, f"input_ids must lie in [0, vocab_size) = [0, {vocab_size})")
         return
     low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one host sync, not two
     if low >= 0 and high < vocab_size:

@@ -42,11 +42,12 @@ DEVICES = ("auto", "cpu", "cuda")
 #: trains in minutes on a CPU.
 DEFAULT_TASK = "listops"
 DEFAULT_TASK_OPTIONS: dict[str, Any] = {"preset": "tiny"}
-#: Fields that change neither the weights nor the data order: a resumed run, or a finished run
-#: that a comparison reuses, may differ from its checkpoint in them.
+#: Fields that change neither the weights nor the data order (``device`` and ``compile`` change
+#: them by floating-point round-off only): a resumed run, or a finished run that a comparison
+#: reuses, may differ from its checkpoint in them.
 SESSION_FIELDS = (
-    "output_dir", "progress", "stop_after", "num_workers", "device", "eval_batch_size",
-    "checkpoint_every", "log_every",
+    "output_dir", "progress", "stop_after", "num_workers", "device", "compile",
+    "eval_batch_size", "checkpoint_every", "log_every",
 )
 #: Model fields the task decides.
 TASK_FIELDS = ("vocab_size", "input_dim")
@@ -157,6 +158,9 @@ class TrainConfig:
         eval_batch_size: per-process evaluation batch (``batch_size`` when None).
         grad_clip: clip the global gradient norm to this (None: no clipping).
         precision: one of :data:`PRECISIONS`; mixed precision only runs on a GPU.
+        compile: compile the training step with :func:`torch.compile`
+            (:mod:`filterformer.training.compilation`); the same weights up to round-off, so a
+            run may be resumed with or without it.
         device: ``auto`` (the GPU when there is one), ``cpu`` or ``cuda``.
         seed: seeds model initialisation, data order and dropout.
         output_dir: the run directory (metrics, checkpoints, resolved config).
@@ -186,6 +190,7 @@ class TrainConfig:
     eval_batch_size: int | None = None
     grad_clip: float | None = 1.0
     precision: str = "auto"
+    compile: bool = False
     device: str = "auto"
     seed: int = 0
     output_dir: str = "runs/train"

@@ -1,4 +1,5 @@
-"""The training loop: AdamW, warm-up schedule, clipping, mixed precision, DDP, exact resume.
+"""The training loop: AdamW, warm-up schedule, clipping, mixed precision, DDP, exact resume, and
+optionally a compiled training step (:mod:`filterformer.training.compilation`).
 
 One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
 
@@ -44,6 +45,7 @@ from .checkpoint import (
     seed_everything,
     set_rng_state,
 )
+from .compilation import compile_model, mark_sequence_dynamic
 from .config_files import save_config
 from .distributed import DistributedContext, setup_distributed
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
@@ -159,6 +161,10 @@ class Trainer:
         if self.context.distributed:
             device_ids = [self.device.index] if self.device.type == "cuda" else None
             self.wrapped = DistributedDataParallel(self.model, device_ids=device_ids)
+        if config.compile:
+            # The DDP wrapper is compiled, not the module in it (PyTorch's guidance); the
+            # module stays eager for evaluation and its state dict keeps its own names.
+            self.wrapped = compile_model(self.wrapped)
         # Each process drops out differently; process 0 keeps the stream a single process has.
         if self.context.rank:
             torch.manual_seed(config.seed + self.context.rank)
@@ -237,6 +243,8 @@ class Trainer:
 
     def _train_step(self, batch: dict[str, Any]) -> tuple[float, float]:
         inputs = model_inputs(batch, self.device)
+        if self.config.compile:
+            mark_sequence_dynamic(inputs)
         self.timer.start()
         loss, grad_norm = training_step(
             self.wrapped, inputs, self.optimizer, self.scaler, precision=self.precision,

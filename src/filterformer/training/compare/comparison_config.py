@@ -50,8 +50,9 @@ METHOD_FIELDS = ("attention", "attention_options", "attention_layers", "neutreno
                  "neutreno_learnable", "fusion")
 #: Keys of a ``compare.methods`` entry given as a mapping.
 ENTRY_KEYS = ("name", "method", "set")
-#: Config keys a method's own ``set`` may not change: they make the runs one comparison.
-SHARED_KEYS = ("task", "task_options", "method", "seed", "output_dir")
+#: Config keys a method's own ``set`` may not change: they make the runs one comparison
+#: (``compile`` changes no result, but the time per step of every method).
+SHARED_KEYS = ("task", "task_options", "method", "seed", "output_dir", "compile")
 #: A method name is a run directory: letters, digits, ``_ . + -``, not starting with ``.``/``-``.
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 

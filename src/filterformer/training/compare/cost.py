@@ -20,8 +20,12 @@ training loop's (forward, backward, gradient clipping, optimiser step, gradients
 the learning-rate schedule; the models are freshly initialised, not the trained weights, because
 a step's cost does not depend on the weights' values.
 
+With ``compile`` the steps timed are compiled, as the runs' were; each method compiles in its
+first warm-up step, which is not reported.
+
 The measurement is kept in ``cost.json`` in the comparison directory and reused while the runs,
-the seeds and the measurement's settings are unchanged; delete the file to measure again.
+the seeds and the measurement's settings (``compile`` among them) are unchanged; delete the file
+to measure again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import torch
 from ...bench.paired_rounds import alternate_rounds, round_means, round_orders, steps_per_round
 from ...bench.step_measures import StepTimer, time_step
 from ..batches import make_loader, training_batches
+from ..compilation import compile_model, mark_sequence_dynamic
 from ..distributed import setup_distributed
 from ..evaluation import model_inputs
 from ..model_building import build_model, resolve_model_config
@@ -115,6 +120,9 @@ def paired_step_times(
 class TrainingStep:
     """One run's model, AdamW optimiser and batches, ready to take training steps.
 
+    With ``config.compile`` the steps run the compiled model, as the run's training does
+    (:mod:`filterformer.training.compilation`; the first step compiles, in the warm-up).
+
     Args:
         config: the run (its seed initialises the model).
         task: the ``TaskData``.
@@ -128,12 +136,17 @@ class TrainingStep:
         model_config = resolve_model_config(config, task)
         self.model = build_model(model_config, task, config.pooling).to(device)
         self.model.train()
+        # The step the run trains with: compiled when the run is (its first call compiles).
+        self.step_model = compile_model(self.model) if config.compile else self.model
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.device = device
         self.precision = resolve_precision(config.precision, device)
         self.scaler = grad_scaler(self.precision, device)
         self.grad_clip = config.grad_clip
         self.batches = batches
+        if config.compile:
+            for inputs in batches:
+                mark_sequence_dynamic(inputs)
         self.inputs = batches[0]
 
     def use_batch(self, index: int) -> None:
@@ -143,9 +156,9 @@ class TrainingStep:
     def step(self) -> torch.Tensor:
         """One training step, as the training loop takes it (without the schedule); returns
         the step's loss (a 0-dimensional tensor; reading it waits for the device)."""
-        loss, _ = training_step(self.model, self.inputs, self.optimizer, self.scaler,
+        loss, _ = training_step(self.step_model, self.inputs, self.optimizer, self.scaler,
                                 precision=self.precision, device=self.device,
-                                grad_clip=self.grad_clip)
+                                grad_clip=self.grad_clip, parameters=self.model)
         return loss
 
 
@@ -177,9 +190,10 @@ def _measure_seed(config: CompareConfig, task: Any, seed: int, device: torch.dev
 def _settings(config: CompareConfig, device: torch.device) -> dict[str, Any]:
     """How the time per step is measured (``results.json``'s ``cost``, less the numbers)."""
     measure = "paired" if config.cost_rounds else "in-training"
+    # compile changes the time per step, not the weights, so the runs' identities leave it out.
     return {"measure": measure, "rounds": config.cost_rounds,
             "warmup_steps": config.cost_warmup_steps, "threads": torch.get_num_threads(),
-            "device": str(device)}
+            "device": str(device), "compile": config.base.compile}
 
 
 def measure_cost(
@@ -204,9 +218,9 @@ def measure_cost(
 
     Returns:
         ``results.json``'s ``cost``: the settings (``measure``, ``rounds``, ``warmup_steps``,
-        ``threads``, ``device``) and, when measured, ``seeds``: per seed (a string), per method
-        ``steps_per_round``, ``round_step_time_s`` and their median ``step_time_s``, and
-        ``elapsed_s``.
+        ``threads``, ``device``, ``compile``) and, when measured, ``seeds``: per seed (a
+        string), per method ``steps_per_round``, ``round_step_time_s`` and their median
+        ``step_time_s``, and ``elapsed_s``.
     """
     device = setup_distributed(config.base.device).device
     settings = _settings(config, device)
@@ -263,9 +277,10 @@ def cost_note(cost: dict[str, Any] | None) -> str:
                 "clipping, update) during each run's own training; runs trained one after "
                 "another, so each carries the machine's load of its moment.")
     threads = cost["threads"]
+    compiled = " (compiled with torch.compile)" if cost.get("compile") else ""
     return (
         "Time / step: measured after training, not during it. For each seed every method's "
-        "model was built in one process and their training steps (forward, backward, "
+        f"model was built in one process and their training steps{compiled} (forward, backward, "
         f"clipping, AdamW update) alternated in {cost['rounds']} rounds, the order changing "
         f"each round, after {cost['warmup_steps']} untimed warm-up round(s), on "
         f"{cost['device']} with {threads} CPU thread{'s' if threads != 1 else ''}; a run's "
