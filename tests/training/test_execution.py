@@ -111,3 +111,17 @@ def test_default_jobs_fill_the_cores_with_threads():
         jobs = default_jobs("cpu", threads)
         assert jobs >= 1 and jobs * threads <= cpus < (jobs + 1) * threads
     assert default_jobs("cpu", cpus + 1) == 1
+
+
+def test_a_task_whose_tensors_share_one_storage_is_sent_to_workers_once():
+    from filterformer.training.compare.execution import task_from_bytes, task_to_bytes
+
+    buffer = torch.randint(0, 255, (int(torch.randint(20_000, 40_000, ())),), dtype=torch.uint8)
+    starts = torch.randint(0, buffer.numel() - 50, (500,)).tolist()
+    views = [buffer[s : s + 50] for s in starts]  # as ListOps' sequences: views of one buffer
+    data = task_to_bytes({"sequences": views, "labels": torch.arange(500)})
+    # One copy of the buffer and small records per view, not one buffer per view.
+    assert len(data) < buffer.numel() + 200 * len(views)
+    loaded = task_from_bytes(data)
+    assert all(torch.equal(a, b) for a, b in zip(loaded["sequences"], views, strict=True))
+    assert torch.equal(loaded["labels"], torch.arange(500))
