@@ -43,11 +43,13 @@ def frequency_grid(num_frequencies: int, dtype: torch.dtype = torch.float64) -> 
 def _diagonal_gains(filters: Tensor) -> Tensor:
     """``|diag(F H Fᴴ)| / n`` of ``(..., n, n)`` filters, in DFT order, ``(..., n)``."""
     n = filters.shape[-1]
-    rows = torch.arange(n, device=filters.device)
-    # wrapped[..., i, d] = H[..., i, (i − d) mod n]; summing over i gives the diagonal sums c_d.
-    columns = (rows[:, None] - rows[None, :]) % n
-    wrapped = torch.take_along_dim(filters, columns.expand(*filters.shape[:-2], n, n), dim=-1)
-    return torch.fft.fft(wrapped.sum(dim=-2)).abs() / n
+    # In [H H] (n × 2n), row i's entries i … i+n sit at flat offsets i·(2n+1) + k: a strided view
+    # whose column k holds H[i, (i + k) mod n], so its column sums are the wrapped diagonal sums
+    # without a gathered copy of H; c_d (i − j ≡ d) is the sum at k = n − d.
+    doubled = torch.cat([filters, filters], dim=-1)
+    strides = (*doubled.stride()[:-2], 2 * n + 1, 1)
+    sums = doubled.as_strided((*filters.shape[:-1], n + 1), strides).sum(dim=-2)
+    return torch.fft.fft(sums[..., 1:].flip(-1)).abs() / n
 
 
 def _resample(gains: Tensor, num_frequencies: int) -> Tensor:
@@ -107,17 +109,21 @@ def filter_frequency_response(
     lengths = mask.sum(dim=-1)
     size = int(lengths.max()) if num_frequencies is None else num_frequencies
     check_integer("num_frequencies", size)
-    # Move each sample's real tokens to the front, in order, so its filter is the top-left block.
-    order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
-    index = order[:, None, :, None].expand(batch, heads, length, length)
-    filters = torch.take_along_dim(filters, index, dim=-2)
-    filters = torch.take_along_dim(filters, index.transpose(-1, -2), dim=-1)
+    if not bool(mask.all()):
+        # Move each sample's real tokens to the front, in order, so its filter is the top-left
+        # block (not needed, and a copy of every filter, when no token is padding).
+        order = torch.argsort((~mask).to(torch.int8), dim=-1, stable=True)
+        index = order[:, None, :, None].expand(batch, heads, length, length)
+        filters = torch.take_along_dim(filters, index, dim=-2)
+        filters = torch.take_along_dim(filters, index.transpose(-1, -2), dim=-1)
     magnitude = filters.new_zeros(batch, heads, size)
     for n in lengths.unique().tolist():
         if n == 0:
             continue
-        rows = (lengths == n).nonzero().squeeze(-1)
-        gains = _diagonal_gains(filters[rows, :, :n, :n])
+        same = lengths == n
+        block = filters[:, :, :n, :n] if bool(same.all()) else filters[same, :, :n, :n]
+        rows = same.nonzero().squeeze(-1)
+        gains = _diagonal_gains(block)
         peak = gains.amax(dim=-1, keepdim=True)
         gains = torch.where(peak > 0, gains / peak.clamp_min(torch.finfo(gains.dtype).tiny), 0.0)
         magnitude[rows] = _resample(gains, size)
