@@ -21,19 +21,11 @@ from .method_table import BENCH_METHODS, BenchMethod, build_case, get_method, me
 from .performance_targets import TARGETS, Target, TargetResult, evaluate_targets
 from .records import BenchRecord, load_records, save_records
 from .step_cases import MODES, BenchShape
-from .sweep import (
-    DEFAULT_LENGTHS,
-    QUICK_LENGTHS,
-    BenchSettings,
-    machine_info,
-    run_and_write,
-    run_benchmarks,
-)
+from .sweep import BenchSettings, machine_info, run_and_write, run_benchmarks
 
 __all__ = [
-    "BENCH_METHODS", "DEFAULT_LENGTHS", "MODES", "QUICK_LENGTHS", "TARGETS", "BenchConfig",
-    "BenchMethod", "BenchRecord", "BenchSettings", "BenchShape", "Target", "TargetResult",
-    "build_case", "evaluate_targets", "get_method", "load_records", "machine_info",
-    "markdown_report", "measure_config", "method_names", "run_and_write", "run_benchmarks",
-    "save_records",
+    "BENCH_METHODS", "MODES", "TARGETS", "BenchConfig", "BenchMethod", "BenchRecord",
+    "BenchSettings", "BenchShape", "Target", "TargetResult", "build_case", "evaluate_targets",
+    "get_method", "load_records", "machine_info", "markdown_report", "measure_config",
+    "method_names", "run_and_write", "run_benchmarks", "save_records",
 ]

@@ -1,11 +1,6 @@
 """A whole run: every (method, mode, N) measured in a fresh process, the targets checked and
-:data:`OUTPUT_FILES` written.
-
-What will not fit is skipped, not crashed: a configuration whose first step shows that its steps
-would pass the time limit stops there, a worker that dies (out of memory) or fails gives a
-skipped record, and once a length is not measured the method's longer ones in that mode are not
-run.
-"""
+:data:`OUTPUT_FILES` written. What will not fit is skipped with its reason, not crashed: once a
+length is not measured, the method's longer ones in that mode are not run."""
 
 from __future__ import annotations
 
