@@ -4,8 +4,8 @@
     python benchmarks/profile_method.py model-softmax --length 1024 --steps 3 --rows 25
 
 Prints the operators sorted by their own CPU (or CUDA) time; ``--trace out.json`` also writes a
-Chrome trace. The CPU heap policy is the benchmark's (``--allocator``, see
-``filterformer.bench.step_measures``).
+Chrome trace. The CPU heap keeps freed memory for reuse, as the benchmark's timed steps do (see
+``filterformer.bench.measurement``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from filterformer.bench import MODES, BenchShape, build_case, method_names
-from filterformer.bench.step_measures import ALLOCATORS, reuse_freed_memory
+from filterformer.bench.measurement import reuse_freed_memory
 from filterformer.bench.sweep import resolve_device
 
 
@@ -28,7 +28,6 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--steps", type=int, default=2, help="profiled steps after one warm-up")
     parser.add_argument("--rows", type=int, default=20)
-    parser.add_argument("--allocator", choices=ALLOCATORS, default="reuse")
     parser.add_argument("--trace", help="also write a Chrome trace to this path")
     args = parser.parse_args()
 
@@ -36,14 +35,12 @@ def main() -> None:
     torch.manual_seed(0)
     case = build_case(args.method, BenchShape(), args.length, args.mode, device)
     case.step()
-    if device == "cpu" and args.allocator == "reuse":
+    if device == "cpu":
         reuse_freed_memory()
-        case.reset()
         case.step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
         for _ in range(args.steps):
-            case.reset()
             case.step()
     sort = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
     print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))

@@ -14,7 +14,7 @@ def _run(argv):
 
 def test_quick_run_writes_json_report_and_plot(tmp_path, capsys):
     out = tmp_path / "results"
-    argv = ["--quick", "--in-process", "--methods", "sdpa", "gfsa", "--lengths", "16", "32",
+    argv = ["--quick", "--methods", "sdpa", "gfsa", "--lengths", "16", "32",
             "--modes", "inference", "--output", str(out)]
     assert _run(argv) == 0
     records = json.loads((out / "bench.json").read_text())
@@ -43,11 +43,11 @@ def test_list_prints_every_method(capsys):
     assert listed == list(method_names())
 
 
-def test_quick_shape_and_overrides():
+def test_quick_and_full_shapes_and_lengths():
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
-    settings = bench.settings_from_args(parser.parse_args(["--quick", "--heads", "3"]))
-    assert (settings.shape.batch, settings.shape.heads, settings.shape.head_dim) == (1, 3, 8)
+    settings = bench.settings_from_args(parser.parse_args(["--quick"]))
+    assert (settings.shape.batch, settings.shape.heads, settings.shape.head_dim) == (1, 2, 8)
     assert settings.lengths == (32, 64) and settings.repeats == 2
     full = bench.settings_from_args(parser.parse_args([]))
     assert (full.shape.batch, full.shape.heads, full.shape.head_dim) == (2, 4, 64)

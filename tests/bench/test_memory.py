@@ -1,6 +1,6 @@
 import torch
 
-from filterformer.bench.step_measures import cpu_peak_mb
+from filterformer.bench.measurement import cpu_peak_mb
 
 MIB = 2**20
 

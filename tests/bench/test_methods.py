@@ -90,13 +90,6 @@ def test_every_method_has_a_known_baseline_and_level():
         assert method.baseline is None or method.baseline in BENCH_METHODS
 
 
-def test_explicit_method_has_a_memory_floor_of_its_matrices():
-    method = get_method("gfsa-explicit")
-    shape = BenchShape()
-    assert method.memory_floor_mb(shape, 4096) == pytest.approx(2 * 2 * 4 * 4096**2 * 4 / 2**20)
-    assert get_method("gfsa").memory_floor_mb(shape, 4096) == 0
-
-
 def test_unknown_method_lists_the_valid_ones():
     with pytest.raises(ValueError, match="valid choices: sdpa, gfsa"):
         get_method("flash")

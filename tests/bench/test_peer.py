@@ -17,7 +17,6 @@ def test_missing_peer_library_says_how_to_install_it(no_xtransformers):
 
 
 def test_missing_peer_library_gives_a_skipped_record(no_xtransformers):
-    config = BenchConfig("model-xtransformers", 16, "train", shape=BenchShape.quick(),
-                         allocator="system")
+    config = BenchConfig("model-xtransformers", 16, "train", shape=BenchShape.quick())
     record = measure_config(config)
     assert not record.measured and "x-transformers is not installed" in record.skipped

@@ -6,7 +6,7 @@ QUICK = BenchShape.quick()
 
 
 def _settings(**kwargs):
-    base = {"shape": QUICK, "device": "cpu", "repeats": 2, "min_repeats": 1, "warmup": 0}
+    base = {"shape": QUICK, "device": "cpu", "repeats": 2, "min_run_s": 0.01}
     return BenchSettings(**{**base, **kwargs})
 
 
@@ -15,26 +15,24 @@ def test_each_cpu_configuration_runs_in_its_own_worker():
     assert record.measured and record.median_ms > 0 and record.peak_mb >= 0
     assert (record.method, record.N, record.mode, record.device) == ("gfsa", 32, "train", "cpu")
     assert (record.batch, record.heads, record.dim, record.level) == (1, 2, 8, "kernel")
-    assert 1 <= len(record.times_ms) <= 2 and record.threads >= 1
+    assert len(record.times_ms) >= 1 and record.threads >= 1
+    assert min(record.times_ms) <= record.median_ms <= max(record.times_ms)
     assert "fresh process" in record.memory
     assert record.allocator == "reuse"
 
 
-def test_in_process_run_covers_every_mode_and_length_in_order():
-    records = run_benchmarks(_settings(methods=("efficient",), lengths=(48, 16), isolate=False))
+def test_run_covers_every_mode_and_length_in_order():
+    records = run_benchmarks(_settings(methods=("efficient",), lengths=(48, 16)))
     keys = [(r.method, r.mode, r.N) for r in records]
     assert keys == [("efficient", mode, N) for mode in ("train", "inference") for N in (16, 48)]
     assert all(r.measured for r in records)
-    assert all("in-process" in r.memory and r.allocator == "system" for r in records)
 
 
-def test_configurations_over_budget_are_skipped_with_a_reason_without_running():
-    # Explicit N×N matrices at N=4096 need 512 MiB for the two alone.
-    records = run_benchmarks(
-        _settings(methods=("gfsa-explicit",), lengths=(4096,), modes=("inference",),
-                  shape=BenchShape(batch=2, heads=4, head_dim=8), memory_budget_mb=100.0)
-    )
-    assert not records[0].measured and "memory budget" in records[0].skipped
+def test_past_a_methods_longest_length_nothing_runs():
+    # Explicit N×N matrices: at N=16384 the two alone would take 16 GiB at B=2, h=4.
+    (record,) = run_benchmarks(_settings(methods=("gfsa-explicit",), lengths=(16384,),
+                                         modes=("inference",)))
+    assert not record.measured and "not run past N=4096" in record.skipped
 
 
 @pytest.mark.parametrize(
@@ -44,6 +42,7 @@ def test_configurations_over_budget_are_skipped_with_a_reason_without_running():
         ({"modes": ("eval",)}, "modes must be one of train, inference"),
         ({"lengths": (0,)}, "lengths"),
         ({"methods": ()}, "at least one"),
+        ({"repeats": 0}, "repeats must be >= 1"),
     ],
 )
 def test_bad_settings_name_the_argument(kwargs, message):
@@ -51,18 +50,18 @@ def test_bad_settings_name_the_argument(kwargs, message):
         _settings(**kwargs)
 
 
-def test_configurations_a_target_reads_get_the_target_budget():
-    # AGF at N=2048 (training) is read by the growth target; N=4096 is not.
-    records = run_benchmarks(_settings(methods=("agf",), lengths=(32, 2048, 4096),
-                                       modes=("train",), config_budget_s=1e-6,
-                                       target_budget_s=600.0))
-    assert [r.measured for r in records] == [True, True, False]
-    assert "budget of 0 s" in records[2].skipped
+def test_configurations_a_target_reads_get_the_target_limit_and_longer_ones_are_not_run():
+    # AGF at N=2048 (training) is read by the growth target; N=4096 is not, nor is 8192.
+    records = run_benchmarks(_settings(methods=("agf",), lengths=(2048, 4096, 8192),
+                                       modes=("train",), limit_s=1e-6, target_limit_s=600.0))
+    assert [r.measured for r in records] == [True, False, False]
+    assert "per-configuration limit of 1e-06 s" in records[1].skipped
+    assert records[2].skipped == "not run: N=4096 was not measured"
 
 
 def test_target_lengths_join_the_requested_ones():
     records = run_benchmarks(_settings(methods=("agf",), lengths=(32,), modes=("train",),
-                                       target_lengths=True, isolate=False))
+                                       target_lengths=True))
     assert [r.N for r in records] == [32, 2048, 16384]
 
 

@@ -11,7 +11,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from filterformer.bench.paired_rounds import round_orders
+from filterformer.timing import round_orders
 from filterformer.training import compilation
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.compare.cost import (

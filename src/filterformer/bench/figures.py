@@ -11,8 +11,8 @@ from pathlib import Path
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from .measurement import BenchRecord
 from .method_table import BENCH_METHODS
+from .records import BenchRecord
 from .step_cases import MODES
 
 __all__ = ["plot_records"]

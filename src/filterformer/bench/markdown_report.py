@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .measurement import BenchRecord, find_record
 from .method_table import BENCH_METHODS
 from .performance_targets import TargetResult
+from .records import BenchRecord, find_record
 from .step_cases import MODES
 
 __all__ = ["markdown_report", "quantity_table", "targets_table"]
@@ -18,6 +18,14 @@ _PAIRED_NOTE = (
     "median of the rounds' ratios, the middle half of them in parentheses. Where there is one, "
     "the result reads it rather than the table's ratio of two processes run minutes apart."
 )
+
+
+_TIME = ("- Time: the median of the mean step of blocks timed by torch.utils.benchmark's "
+         "blocked_autorange after warm-up (training: forward + backward of a fixed upstream "
+         "gradient; inference: forward under inference_mode).")
+_MEMORY = ("- Memory: extra memory of one step over the inputs and weights already held; on the "
+           "CPU peak RSS growth in a fresh process per configuration, on CUDA peak allocated "
+           "memory.")
 
 
 def _number(value: float) -> str:
@@ -70,39 +78,24 @@ def targets_table(results: list[TargetResult]) -> str:
 
 
 def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -> list[str]:
-    first = next((r for r in records if r.batch is not None), None)
-    end = machine.get("load_average_end")
+    m, first = machine, next((r for r in records if r.batch is not None), None)
+    end = f", at end {m['load_average_end']}" if m.get("load_average_end") else ""
     lines = [
-        f"- Machine: {machine.get('gpu') or machine.get('cpu')} ({machine.get('device')}; "
-        f"{machine.get('cpu_count')} CPU cores, torch threads {machine.get('torch_threads')}), "
-        f"torch {machine.get('torch')}, x-transformers {machine.get('x_transformers')}, "
-        f"{machine.get('date')}, load average (1, 5, 15 min) at start "
-        f"{machine.get('load_average')}" + (f", at end {end}" if end is not None else "") + ".",
+        f"- Machine: {m.get('gpu') or m.get('cpu')} ({m.get('device')}; {m.get('cpu_count')} CPU "
+        f"cores, torch threads {m.get('torch_threads')}), torch {m.get('torch')}, x-transformers "
+        f"{m.get('x_transformers')}, {m.get('date')}, load average (1, 5, 15 min) at start "
+        f"{m.get('load_average')}{end}.",
         f"- Command: `{command}`",
     ]
     if first is not None:
-        lines.append(
-            f"- Shapes: kernels take q, k, v of shape (B={first.batch}, h={first.heads}, N, "
-            f"d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
-            f"D={first.heads * first.dim}). Modules include their projections and are compared "
-            "with the softmax module of the same width; models are compared with our softmax "
-            "model."
-        )
-    lines += [
-        "- Time: median of the timed repeats after warm-up, one step each (training: forward + "
-        "backward of a fixed upstream gradient; inference: forward under inference_mode), "
-        "read by torch.utils.benchmark's clock, which synchronises CUDA first.",
-        "- Memory: extra memory of one step over the inputs and weights already held; on the "
-        "CPU peak RSS growth in a fresh process per configuration, on CUDA peak allocated "
-        "memory.",
-    ]
-    allocators = sorted({r.allocator for r in records if r.allocator is not None})
-    if allocators:
-        lines.append(
-            f"- CPU heap while timing: {', '.join(allocators)} (reuse: freed memory is kept for "
-            "the next allocation, as a caching allocator does; system: glibc's defaults, "
-            "under which tensors of 32 MiB or more page-fault anew every step)."
-        )
+        lines.append(f"- Shapes: kernels take q, k, v of shape (B={first.batch}, h={first.heads}, "
+                     f"N, d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
+                     f"D={first.heads * first.dim}). Modules include their projections.")
+    lines += [_TIME, _MEMORY]
+    heaps = ", ".join(sorted({r.allocator for r in records if r.allocator is not None}))
+    if heaps:
+        lines.append(f"- CPU heap while timing: {heaps} (reuse: freed memory is kept for the "
+                     "next allocation, as a caching allocator does).")
     return lines
 
 
@@ -120,9 +113,7 @@ def markdown_report(
     if any(r.paired is not None for r in results):
         lines += [_PAIRED_NOTE, ""]
     lines += ["## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
-    for name in _ordered([r.method for r in records], tuple(BENCH_METHODS)):
-        lines.append(f"| {name} | {BENCH_METHODS[name].level} | {BENCH_METHODS[name].timed} |")
+    lines += [f"| {n} | {BENCH_METHODS[n].level} | {BENCH_METHODS[n].timed} |"
+              for n in _ordered([r.method for r in records], tuple(BENCH_METHODS))]
     skipped = [f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}" for r in records if not r.measured]
-    if skipped:
-        lines += ["", "## Skipped", "", *skipped]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + (["", "## Skipped", "", *skipped] if skipped else [])) + "\n"

@@ -1,147 +1,106 @@
-"""One configuration measured: its extra memory on the first full-size step, then its time, as a
-:class:`BenchRecord`; ``bench.json`` is a list of them."""
+"""One configuration measured: the extra memory of its first full-size step, then its time.
+
+- Memory: on the CPU the rise of the peak resident set over the resident set before the step
+  (:mod:`filterformer.process_memory`), which counts every page the step touches, so each
+  configuration runs in a fresh process (:mod:`.fresh_process`); on CUDA the peak allocated.
+- Heap: glibc maps every block of 32 MiB or more afresh and unmaps it on free, so such a tensor
+  page-faults anew every step (at N=16384, half of AGF's training step), hiding how a method
+  scales. The timed steps keep freed memory for reuse, as a caching allocator does
+  (``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=2147483647`` for your own runs).
+- Time: ``torch.utils.benchmark.Timer.blocked_autorange`` (its block-size estimate warms up)
+  times blocks of steps for at least ``repeats`` first steps or ``min_run_s``; the record holds
+  each block's mean step and their median.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import ctypes
 import gc
-import json
+import resource
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils import benchmark
 
-from ..jsonsafe import finite_json, reject_unknown_fields
+from ..process_memory import peak_rise_mib, start_peak_window
 from .method_table import PeerUnavailable, get_method
+from .records import BenchRecord
 from .step_cases import BenchCase, BenchShape
-from .step_measures import cpu_peak_mb, cuda_peak_mb, median_ms, reuse_freed_memory, time_steps
 
-__all__ = ["PRIME_LENGTH", "WARM_STEP_MS", "BenchConfig", "BenchRecord", "find_record",
-           "load_records", "measure_config", "prepare_case", "save_records", "skipped_record",
-           "use_timing_heap", "warmup_steps"]
+__all__ = ["BenchConfig", "cpu_peak_mb", "cuda_peak_mb", "make_record", "measure_config",
+           "prepare_case", "reuse_freed_memory"]
 
-#: A small step of this length runs first, so one-time start-up costs (thread pools, kernel
-#: selection, BLAS buffers) stay out of both the memory and the timed steps.
+#: A step of this length runs first, so one-time start-up costs (thread pools, kernel selection,
+#: BLAS buffers) stay out of the measured steps.
 PRIME_LENGTH = 64
-#: A full-size step at least this long (ms) is warm-up enough: the memory step is one.
-WARM_STEP_MS = 1000.0
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """One configuration, as a worker receives it: ``method`` at ``N`` in ``mode`` on ``device``
-    (``cpu``, ``cuda``); the timed steps (:func:`~.step_measures.time_steps`); the weights'
-    ``seed``; the CPU heap while timing (``allocator``: ``reuse`` or ``system``)."""
+    """``method`` at ``N`` in ``mode`` on ``device`` (``cpu``, ``cuda``), its weights' ``seed``;
+    steps timed for at least ``repeats`` first steps or ``min_run_s``; skipped when the memory
+    step, the warm-up and ``repeats`` steps would take longer than ``limit_s``."""
 
     method: str
     N: int
     mode: str
     device: str = "cpu"
     shape: BenchShape = field(default_factory=BenchShape)
-    repeats: int = 5
-    min_repeats: int = 3
-    warmup: int = 1
-    time_budget_s: float = 30.0
+    repeats: int = 3
+    min_run_s: float = 0.5
+    limit_s: float = 600.0
     seed: int = 0
-    allocator: str = "reuse"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchConfig:
-        return cls(**{**data, "shape": BenchShape(**data.get("shape", {}))})
 
 
-@dataclass
-class BenchRecord:
-    """One configuration's result: the median time of a step (ms) and its extra memory (MiB,
-    measured as ``memory`` says), or why it was ``skipped``; the sizes (``dim`` is d, ``width``
-    D for modules and models), every timed repeat, the threads and CPU heap while timing, the
-    method's level and baseline, and what one step runs (``notes``)."""
-
-    method: str
-    N: int
-    mode: str
-    device: str
-    median_ms: float | None = None
-    peak_mb: float | None = None
-    batch: int | None = None
-    heads: int | None = None
-    dim: int | None = None
-    width: int | None = None
-    level: str | None = None
-    baseline: str | None = None
-    times_ms: list[float] = field(default_factory=list)
-    threads: int | None = None
-    memory: str | None = None
-    allocator: str | None = None
-    skipped: str | None = None
-    notes: str = ""
-
-    @property
-    def measured(self) -> bool:
-        return self.skipped is None and self.median_ms is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BenchRecord:
-        reject_unknown_fields(cls, data)
-        return cls(**data)
-
-
-def save_records(records: list[BenchRecord], path: str | Path) -> Path:
-    """Write ``records`` as a JSON list (``bench.json``)."""
-    path = Path(path)
-    path.write_text(json.dumps(finite_json([r.to_dict() for r in records]), indent=1) + "\n")
-    return path
-
-
-def load_records(path: str | Path) -> list[BenchRecord]:
-    """Read a ``bench.json`` written by :func:`save_records`."""
-    return [BenchRecord.from_dict(item) for item in json.loads(Path(path).read_text())]
-
-
-def find_record(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:
-    """The record of ``(method, N, mode)``, or None."""
-    return next((r for r in records if (r.method, r.N, r.mode) == (method, N, mode)), None)
-
-
-def _record(config: BenchConfig, **values: Any) -> BenchRecord:
+def make_record(config: BenchConfig, **values: Any) -> BenchRecord:
+    """The record of ``config`` with ``values``: what was measured, or why it was ``skipped``."""
     method, shape = get_method(config.method), config.shape
     return BenchRecord(
         method=config.method, N=config.N, mode=config.mode, device=config.device,
-        batch=shape.batch, heads=shape.heads, dim=shape.head_dim,
-        width=None if method.level == "kernel" else shape.width, level=method.level,
-        baseline=method.baseline, notes=method.timed, **values,
+        batch=shape.batch, heads=shape.heads, dim=shape.head_dim, level=method.level,
+        width=None if method.level == "kernel" else shape.width, baseline=method.baseline,
+        notes=method.timed, **values,
     )
 
 
-def skipped_record(config: BenchConfig, reason: str) -> BenchRecord:
-    """The record of ``config``, not measured for ``reason``."""
-    return _record(config, skipped=reason)
+def cpu_peak_mb(step: Callable[[], None]) -> tuple[float, str]:
+    """Run ``step`` once; ``(MiB its peak resident set rose, how that was measured)``."""
+    before = start_peak_window()
+    if before is None:  # no /proc to reset the peak: the lifetime peak's rise, a lower bound
+        scale = 2**20 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, else kB
+        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale  # noqa: E731
+        before, _ = peak(), step()
+        return peak() - before, "rise of ru_maxrss over the step (a lower bound)"
+    step()
+    rise = peak_rise_mib(before) or 0.0
+    return rise, "peak RSS (VmHWM, reset before the step) minus RSS before the step"
 
 
-def _reuses_heap(config: BenchConfig) -> bool:
-    return config.device == "cpu" and config.allocator == "reuse"
+def cuda_peak_mb(step: Callable[[], None]) -> tuple[float, str]:
+    """Run ``step`` once; ``(MiB of CUDA memory allocated at its peak over before, how)``."""
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    extra = (torch.cuda.max_memory_allocated() - before) / 2**20
+    return extra, "torch.cuda.max_memory_allocated minus memory_allocated before the step"
 
 
-def warmup_steps(config: BenchConfig, step_ms: float) -> int:
-    """Untimed steps after the memory step: none once a step takes :data:`WARM_STEP_MS` (the
-    memory step warmed up), but one whenever the heap policy changes (it fills the heap)."""
-    steps = 0 if step_ms >= WARM_STEP_MS else config.warmup
-    return max(steps, 1) if _reuses_heap(config) else steps
-
-
-def use_timing_heap(config: BenchConfig) -> str | None:
-    """Switch this process to the heap policy of timed steps; the policy in force (CPU only)."""
-    if config.device != "cpu":
-        return None
-    return "reuse" if _reuses_heap(config) and reuse_freed_memory() else "system"
+def reuse_freed_memory() -> bool:
+    """Make glibc keep freed memory for reuse in this process (no ``mmap`` for large blocks,
+    no trimming); False where it cannot (not glibc)."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    m_mmap_max, m_trim_threshold = -4, -1
+    return mallopt(m_mmap_max, 0) == 1 and mallopt(m_trim_threshold, 2**31 - 1) == 1
 
 
 def prepare_case(config: BenchConfig) -> BenchCase:
@@ -160,20 +119,25 @@ def prepare_case(config: BenchConfig) -> BenchCase:
 
 def measure_config(config: BenchConfig) -> BenchRecord:
     """Measure ``config`` in this process (a fresh one, for the CPU memory figure); a missing
-    peer library gives a skipped record."""
+    peer library, a length past the method's ``longest`` or steps past ``limit_s`` give a
+    skipped record."""
+    longest = get_method(config.method).longest
+    if longest is not None and longest < config.N:
+        return make_record(config, skipped=f"not run past N={longest} (explicit N×N matrices)")
     try:
         case = prepare_case(config)
     except PeerUnavailable as err:
-        return skipped_record(config, str(err))
-    peak_mb = cuda_peak_mb if config.device == "cuda" else cpu_peak_mb
+        return make_record(config, skipped=str(err))
     start = time.perf_counter()
-    peak, how = peak_mb(case.step)  # the first full-size step; its length decides the warm-up
-    first_ms = (time.perf_counter() - start) * 1e3
-    allocator = use_timing_heap(config)
-    times = time_steps(
-        case.step, warmup=warmup_steps(config, first_ms),
-        repeats=config.repeats, min_repeats=config.min_repeats,
-        budget_ms=config.time_budget_s * 1e3, reset=case.reset,
-    )
-    return _record(config, median_ms=median_ms(times), peak_mb=peak, times_ms=times,
-                   threads=torch.get_num_threads(), memory=how, allocator=allocator)
+    peak, how = (cuda_peak_mb if config.device == "cuda" else cpu_peak_mb)(case.step)
+    first_s, steps = time.perf_counter() - start, config.repeats + 2
+    if first_s * steps > config.limit_s:
+        return make_record(config, skipped=f"one step took {first_s:.1f} s; {steps} steps exceed "
+                           f"the per-configuration limit of {config.limit_s:g} s")
+    heap = None if config.device == "cuda" else "reuse" if reuse_freed_memory() else "system"
+    threads = torch.get_num_threads()
+    timer = benchmark.Timer("step()", globals={"step": case.step}, num_threads=threads)
+    run_s = max(config.min_run_s, 0.9 * config.repeats * first_s)  # 0.9: whatever the noise
+    measured = timer.blocked_autorange(min_run_time=run_s)
+    return make_record(config, median_ms=measured.median * 1e3, peak_mb=peak, threads=threads,
+                       times_ms=[t * 1e3 for t in measured.times], memory=how, allocator=heap)

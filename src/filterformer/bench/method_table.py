@@ -1,4 +1,4 @@
-"""The benchmarked methods: what one step runs, what it is compared with, how it grows with N.
+"""The benchmarked methods: what one step runs and what it is compared with.
 
 Kernels call the library's kernels and are compared with ``sdpa``; attention modules and models
 are built from the presets of :mod:`filterformer.methods` and compared with ``softmax-module``
@@ -7,7 +7,6 @@ and ``model-softmax`` (ours with x-transformers' ``Encoder``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -28,22 +27,15 @@ __all__ = ["BENCH_METHODS", "BenchMethod", "PeerUnavailable", "build_case", "exp
 class BenchMethod:
     """One benchmarked method: its ``name`` (command line, ``bench.json``), ``level`` (``kernel``,
     ``module``, ``model``), what one step runs (``timed``), its cases (``build``), the method it
-    is compared with (``baseline``), e in ``cost ∝ N^e`` at large N (the exponents project the
-    next length's cost, to skip what will not fit), and the ``(B, h, N, N)`` float32
-    ``matrices`` a step holds at once (a memory floor)."""
+    is compared with (``baseline``) and, where its memory grows too fast to try, the ``longest``
+    N a run measures."""
 
     name: str
     level: str
     timed: str
     build: CaseBuilder
     baseline: str | None = None
-    time_exponent: float = 2.0
-    memory_exponent: float = 1.0
-    matrices: int = 0
-
-    def memory_floor_mb(self, shape: BenchShape, N: int) -> float:
-        """The least extra memory (MiB) a step needs: its explicit ``N×N`` matrices."""
-        return self.matrices * shape.batch * shape.heads * N * N * 4 / 2**20
+    longest: int | None = None
 
 
 def explicit_gfsa(
@@ -69,9 +61,8 @@ def xtransformers_encoder(dim: int, depth: int, heads: int, mlp_ratio: float) ->
     try:
         from x_transformers import Encoder
     except ImportError as err:
-        raise PeerUnavailable(
-            "x-transformers is not installed (pip install 'filterformer[bench]')"
-        ) from err
+        message = "x-transformers is not installed (pip install 'filterformer[bench]')"
+        raise PeerUnavailable(message) from err
     return Encoder(dim=dim, depth=depth, heads=heads, attn_dim_head=dim // heads,
                    ff_mult=mlp_ratio, attn_flash=True)
 
@@ -98,22 +89,16 @@ def _preset_model(preset: str, **options: object) -> CaseBuilder:
                   "position": "none", "max_len": N, "attention_options": options}
         return Transformer(TransformerConfig(**apply_method(fields, preset)))
 
-    def forward(model: nn.Module, x: Tensor) -> Sequence[Tensor]:
+    def forward(model: nn.Module, x: Tensor) -> list[Tensor]:
         out = model(inputs_embeds=x)
         return [out.last_hidden_state] + ([] if out.aux_loss is None else [out.aux_loss])
 
     return model_case(model, forward)
 
 
-_PEER = model_case(
-    lambda shape, N: xtransformers_encoder(shape.width, shape.depth, shape.heads, shape.mlp_ratio),
-    lambda model, x: [model(x)],
-)
-
-
-def _samsa(*, mode: str, k: int) -> BenchMethod:
+def _samsa(mode: str, k: int) -> BenchMethod:
     return BenchMethod(name=f"samsa-{mode}-k{k}", level="module", baseline="softmax-module",
-                       time_exponent=1, build=_preset_module(f"samsa_{mode}", num_samples=k),
+                       build=_preset_module(f"samsa_{mode}", num_samples=k),
                        timed=f"SAMSA module ({mode}, k={k}): projections, importance-score MLP, "
                        "top-k sampling, attention of N queries to k keys")
 
@@ -127,15 +112,15 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     BenchMethod(name="gfsa-exact", level="kernel", baseline="sdpa", build=_gfsa(exact_power=True),
                 timed=f"gfsa(K={GFSA_ORDER}, exact_power=True): Ā^K V by {GFSA_ORDER} chained "
                 "fused calls"),
-    BenchMethod(name="gfsa-efficient", level="kernel", baseline="sdpa", time_exponent=1,
+    BenchMethod(name="gfsa-efficient", level="kernel", baseline="sdpa",
                 build=_gfsa(base="efficient"), timed=f"gfsa(K={GFSA_ORDER}, base='efficient'): "
                 "powers of Efficient Attention, O(N·d²)"),
-    BenchMethod(name="gfsa-explicit", level="kernel", baseline="sdpa", time_exponent=3,
-                memory_exponent=2, matrices=2,
+    # Its two (B, h, N, N) matrices alone take 16 GiB at N=16384 (B=2, h=4).
+    BenchMethod(name="gfsa-explicit", level="kernel", baseline="sdpa", longest=4096,
                 build=kernel_case(partial(explicit_gfsa, K=GFSA_ORDER), coefficients=True),
                 timed="the GFSA authors' formulation: A = softmax(QKᵀ/√d) and A·A materialised, "
                 "H̃ = w0·I + w1·A + wK·(A + (K−1)(A·A − A)), H̃V"),
-    BenchMethod(name="efficient", level="kernel", baseline="sdpa", time_exponent=1,
+    BenchMethod(name="efficient", level="kernel", baseline="sdpa",
                 build=kernel_case(efficient_attention),
                 timed="efficient_attention(q, k, v): ρq(Q)(ρk(K)ᵀV), O(N·d²)"),
     BenchMethod(name="softmax-module", level="module", build=_preset_module("softmax"),
@@ -144,15 +129,16 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
                 build=_preset_module("neutreno"),
                 timed=f"SoftmaxAttention with neutreno_lambda={NEUTRENO_LAMBDA}: softmax-module "
                 "plus λ(V⁰ − V), same context and inputs"),
-    BenchMethod(name="agf", level="module", baseline="softmax-module", time_exponent=1,
-                build=_preset_module("agf"),
+    BenchMethod(name="agf", level="module", baseline="softmax-module", build=_preset_module("agf"),
                 timed="AGF module (K=5, Jacobi a=b=1): projections incl. W_Σ, (U⊙G)(VsᵀV), and "
                 "the orthogonality regulariser joins the loss"),
-    *(_samsa(mode=mode, k=k) for mode in ("soft", "hard") for k in (128, 256)),
+    *(_samsa(mode, k) for mode in ("soft", "hard") for k in (128, 256)),
     BenchMethod(name="model-softmax", level="model", baseline="model-xtransformers",
                 build=_preset_model("softmax"), timed="our Transformer (softmax, pre-LN, no qkv "
                 "bias, no positions) on embeddings"),
-    BenchMethod(name="model-xtransformers", level="model", build=_PEER,
+    BenchMethod(name="model-xtransformers", level="model",
+                build=model_case(lambda shape, N: xtransformers_encoder(
+                    shape.width, shape.depth, shape.heads, shape.mlp_ratio), lambda m, x: [m(x)]),
                 timed="x-transformers Encoder of the same shape (attn_flash=True) on embeddings"),
     BenchMethod(name="model-gfsa", level="model", baseline="model-softmax",
                 build=_preset_model("gfsa"),
@@ -160,10 +146,10 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     BenchMethod(name="model-neutreno", level="model", baseline="model-softmax",
                 build=_preset_model("neutreno"),
                 timed=f"our Transformer with NeuTRENO (λ={NEUTRENO_LAMBDA}) in every block"),
-    BenchMethod(name="model-agf", level="model", baseline="model-softmax", time_exponent=1,
+    BenchMethod(name="model-agf", level="model", baseline="model-softmax",
                 build=_preset_model("agf"),
                 timed="our Transformer with AGF in every block (+ its regulariser)"),
-    BenchMethod(name="model-samsa", level="model", baseline="model-softmax", time_exponent=1,
+    BenchMethod(name="model-samsa", level="model", baseline="model-softmax",
                 build=_preset_model("samsa_hard", num_samples=256),
                 timed="our Transformer with SAMSA (hard, k=256) in every block"),
 )}
@@ -177,14 +163,12 @@ def method_names() -> tuple[str, ...]:
 def get_method(name: str) -> BenchMethod:
     """The method ``name``; ValueError listing the valid names otherwise."""
     if name not in BENCH_METHODS:
-        raise ValueError(
-            f"unknown benchmark method {name!r}; valid choices: {', '.join(BENCH_METHODS)}"
-        )
+        raise ValueError(f"unknown benchmark method {name!r}; valid choices: "
+                         f"{', '.join(BENCH_METHODS)}")
     return BENCH_METHODS[name]
 
 
-def build_case(
-    name: str, shape: BenchShape, N: int, mode: str, device: torch.device | str = "cpu"
-) -> BenchCase:
+def build_case(name: str, shape: BenchShape, N: int, mode: str,
+               device: torch.device | str = "cpu") -> BenchCase:
     """The case of method ``name`` at length ``N`` in ``mode`` on ``device``."""
     return get_method(name).build(shape, N, mode, torch.device(device))

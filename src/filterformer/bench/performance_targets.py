@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .measurement import BenchRecord, find_record
+from .records import BenchRecord, find_record
 
 __all__ = ["TARGETS", "Measure", "Target", "TargetResult", "evaluate_targets",
            "target_configurations"]
-
-_QUANTITIES = {"median_ms": "time", "peak_mb": "extra memory"}
 
 
 @dataclass(frozen=True)
@@ -22,9 +20,8 @@ class Measure:
     quantity: str = "median_ms"
 
     def __post_init__(self) -> None:
-        if self.quantity not in _QUANTITIES:
-            raise ValueError(f"quantity must be one of {', '.join(_QUANTITIES)}; "
-                             f"got {self.quantity!r}")
+        if self.quantity not in ("median_ms", "peak_mb"):
+            raise ValueError(f"quantity must be one of median_ms, peak_mb; got {self.quantity!r}")
 
     def read(self, records: list[BenchRecord]) -> float | None:
         record = find_record(records, self.method, self.N, self.mode)
@@ -56,15 +53,10 @@ class Target:
 
 @dataclass(frozen=True)
 class TargetResult:
-    """A target evaluated on one run.
-
-    Attributes:
-        target: the target.
-        ratio: the ratio of the two records (None if either was not measured).
-        paired: the ratio re-measured with both sides alternated in one process (the median of
-            its rounds' ratios), or why that failed; None when not re-measured.
-        paired_spread: the quartiles of the rounds' ratios, when ``paired`` was measured.
-    """
+    """A target on one run: the ``ratio`` of its two records (None if either was not
+    measured); ``paired``, the ratio re-measured with both sides alternated in one process (the
+    median of its rounds' ratios) or why that failed, and ``paired_spread``, the rounds' ratios'
+    quartiles."""
 
     target: Target
     ratio: float | None

@@ -1,11 +1,11 @@
 """Benchmark cases: a method built at one size, fed seeded random inputs, ready to step.
 
-Kernels take q, k, v ``(B, h, N, d)``; attention modules take hidden states ``(B, N, D)`` and a
-context that already holds a first layer's values V⁰ (so NeuTRENO's term is active); models take
-``(B, N, D)`` embeddings. A ``train`` step is forward + backward of a fixed random upstream
-gradient (plus any auxiliary loss, e.g. AGF's regulariser); an ``inference`` step is the forward
-under ``torch.inference_mode`` in ``eval()``. Inputs come from their own seeded generator, so
-methods compared with each other are fed the same tensors whatever their weights consumed.
+Kernels take q, k, v ``(B, h, N, d)``; attention modules take x ``(B, N, D)`` and a context that
+holds a first layer's values V⁰ (so NeuTRENO's term is active); models take embeddings
+``(B, N, D)``. A ``train`` step is forward + backward of a fixed random upstream gradient (plus
+any auxiliary loss, e.g. AGF's regulariser); an ``inference`` step is the forward under
+``torch.inference_mode`` in ``eval()``. Inputs have their own seed, so methods compared with each
+other are fed the same tensors whatever their weights consumed.
 """
 
 from __future__ import annotations
@@ -18,18 +18,16 @@ from torch import Tensor, nn
 
 from ..attention import AttentionContext
 
-__all__ = ["MODES", "BenchCase", "BenchShape", "kernel_case", "model_case", "module_case"]
+__all__ = ["MODES", "BenchCase", "BenchShape", "CaseBuilder", "kernel_case", "model_case",
+           "module_case"]
 
 #: ``train`` times forward + backward, ``inference`` the forward under ``torch.inference_mode``.
 MODES = ("train", "inference")
-#: The seed of every case's inputs (weights are seeded by the caller).
-INPUT_SEED = 0
 
 
 @dataclass(frozen=True)
 class BenchShape:
-    """The sizes every method is measured at: B, h, d (width ``D = h·d``), and the whole-model
-    benchmarks' depth and MLP ratio."""
+    """B, h, d (width ``D = h·d``), and the whole-model benchmarks' depth and MLP ratio."""
 
     batch: int = 2
     heads: int = 4
@@ -50,9 +48,9 @@ class BenchShape:
 @dataclass
 class BenchCase:
     """One method at one size: ``forward()`` returns its main output, then scalar losses;
-    ``grad_output`` is the main output's upstream gradient (``train`` only), ``leaves`` the
-    inputs and parameters whose gradients :meth:`reset` clears, ``inputs`` what the forward is
-    fed, and ``module`` the module or model stepped, if any."""
+    ``grad_output`` is the main output's upstream gradient (``train``), ``leaves`` the tensors
+    whose gradients :meth:`reset` clears, ``inputs`` what the forward is fed, ``module`` the
+    module or model stepped, if any."""
 
     forward: Callable[[], Sequence[Tensor]]
     mode: str
@@ -62,16 +60,16 @@ class BenchCase:
     module: nn.Module | None = None
 
     def step(self) -> None:
-        """Forward + backward (``train``) or the forward alone (``inference``)."""
+        """Gradients cleared, then forward + backward (``train``) or the forward alone."""
         if self.mode == "inference":
             with torch.inference_mode():
                 self.forward()
             return
+        self.reset()
         outputs = list(self.forward())
         torch.autograd.backward(outputs, [self.grad_output] + [None] * (len(outputs) - 1))
 
     def reset(self) -> None:
-        """Clear gradients between steps (untimed), so no step accumulates into the last."""
         for leaf in self.leaves:
             leaf.grad = None
 
@@ -80,13 +78,18 @@ class BenchCase:
 CaseBuilder = Callable[[BenchShape, int, str, torch.device], BenchCase]
 
 
-def _sampler(device: torch.device) -> Callable[..., Tensor]:
-    generator = torch.Generator().manual_seed(INPUT_SEED)
-
-    def draw(*shape: int, grad: bool = False) -> Tensor:
-        return torch.randn(shape, generator=generator).to(device).requires_grad_(grad)
-
-    return draw
+def _case(mode: str, device: torch.device, shapes: dict[str, tuple[int, ...]],
+          forward: Callable[[dict[str, Tensor]], Sequence[Tensor]], out: tuple[int, ...],
+          module: nn.Module | None = None, grad: bool = True) -> BenchCase:
+    """Inputs of ``shapes`` (taking gradients in ``train`` where ``grad``), then the upstream
+    gradient of an output of shape ``out``, all drawn from the inputs' own seed."""
+    train, generator = mode == "train", torch.Generator().manual_seed(0)
+    draw = lambda *shape: torch.randn(shape, generator=generator).to(device)  # noqa: E731
+    inputs = {name: draw(*shape).requires_grad_(train and grad) for name, shape in shapes.items()}
+    weights = [] if module is None else list(module.parameters())
+    return BenchCase(forward=lambda: forward(inputs), mode=mode,
+                     grad_output=draw(*out) if train else None, inputs=inputs, module=module,
+                     leaves=[*(inputs.values() if grad else ()), *weights] if train else [])
 
 
 def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) -> CaseBuilder:
@@ -94,15 +97,10 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
     ``coefficients``, also per-head ``w0, w1, wK`` ``(h,)`` (GFSA's, learned in ``train``)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        train, draw = mode == "train", _sampler(device)
         qkv = (shape.batch, shape.heads, N, shape.head_dim)
         names = ("q", "k", "v", "w0", "w1", "wK") if coefficients else ("q", "k", "v")
-        inputs = {n: draw(*(qkv if n in "qkv" else (shape.heads,)), grad=train) for n in names}
-        return BenchCase(
-            forward=lambda: [kernel(*inputs.values())], mode=mode,
-            grad_output=draw(*qkv) if train else None,
-            leaves=list(inputs.values()) if train else [], inputs=inputs,
-        )
+        shapes = {n: qkv if n in "qkv" else (shape.heads,) for n in names}
+        return _case(mode, device, shapes, lambda x: [kernel(*x.values())], qkv)
 
     return build
 
@@ -112,21 +110,16 @@ def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     ``(B, h, N, d)`` in its context (from an earlier layer, so it takes gradients in ``train``)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        train, draw = mode == "train", _sampler(device)
-        module = attention(shape).to(device).train(train)
-        x = draw(shape.batch, N, shape.width, grad=train)
-        first_values = draw(shape.batch, shape.heads, N, shape.head_dim, grad=train)
+        module = attention(shape).to(device).train(mode == "train")
 
-        def forward() -> list[Tensor]:
-            context = AttentionContext(first_values=first_values)  # collects this step's losses
-            out, aux = module(x, context=context), context.aux_loss()
+        def forward(inputs: dict[str, Tensor]) -> list[Tensor]:
+            context = AttentionContext(first_values=inputs["first_values"])  # collects losses
+            out, aux = module(inputs["x"], context=context), context.aux_loss()
             return [out] if aux is None else [out, aux]
 
-        return BenchCase(
-            forward=forward, mode=mode, grad_output=draw(*x.shape) if train else None,
-            leaves=[x, first_values, *module.parameters()] if train else [],
-            inputs={"x": x, "first_values": first_values}, module=module,
-        )
+        shapes = {"x": (shape.batch, N, shape.width),
+                  "first_values": (shape.batch, shape.heads, N, shape.head_dim)}
+        return _case(mode, device, shapes, forward, shapes["x"], module)
 
     return build
 
@@ -139,13 +132,8 @@ def model_case(
     ``forward(model, x)`` returns the last hidden states ``(B, N, D)``, then any losses."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        train, draw = mode == "train", _sampler(device)
-        built = model(shape, N).to(device).train(train)
-        x = draw(shape.batch, N, shape.width)
-        return BenchCase(
-            forward=lambda: forward(built, x), mode=mode,
-            grad_output=draw(*x.shape) if train else None,
-            leaves=list(built.parameters()) if train else [], inputs={"x": x}, module=built,
-        )
+        built, x = model(shape, N).to(device).train(mode == "train"), (shape.batch, N, shape.width)
+        return _case(mode, device, {"x": x}, lambda inputs: forward(built, inputs["x"]), x,
+                     built, grad=False)
 
     return build

@@ -1,150 +1,92 @@
-"""A whole run: every (method, mode, N), shortest N first, each CPU one in a fresh process.
-
-What will not fit is skipped with its reason rather than run out of time or memory: a
-configuration is projected from the same method's last measured length, ``cost(N) ≈
-cost(N₀)·(N/N₀)^e`` with the method's exponents; explicit ``N×N`` matrices set a memory floor
-before anything was measured.
-"""
+"""A whole run: every (method, mode, N) measured in a fresh process, the targets checked and
+:data:`OUTPUT_FILES` written. What will not fit is skipped with its reason, not crashed: once a
+length is not measured, the method's longer ones in that mode are not run."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from .fresh_process import run_in_worker
-from .measurement import BenchConfig, BenchRecord, measure_config, skipped_record, warmup_steps
-from .method_table import BenchMethod, get_method, method_names
-from .performance_targets import target_configurations
+from ..jsonsafe import finite_json
+from .fresh_process import WorkerFailed, run_isolated
+from .markdown_report import markdown_report
+from .measurement import BenchConfig, make_record, measure_config
+from .method_table import get_method, method_names
+from .paired_check import paired_results
+from .performance_targets import evaluate_targets, target_configurations
+from .records import BenchRecord, save_records
 from .step_cases import MODES, BenchShape
-from .step_measures import ALLOCATORS
 
-__all__ = ["DEFAULT_LENGTHS", "DEVICES", "QUICK_LENGTHS", "BenchSettings", "Budget",
-           "resolve_device", "run_benchmarks", "skip_reason"]
+__all__ = ["DEFAULT_LENGTHS", "DEVICES", "OUTPUT_FILES", "QUICK_LENGTHS", "BenchSettings",
+           "machine_info", "resolve_device", "run_and_write", "run_benchmarks"]
 
-#: ``auto`` picks CUDA when it is available, else the CPU.
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the CPU
 #: A full run's lengths (to which it adds those the targets read, e.g. AGF at 2048).
 DEFAULT_LENGTHS = (256, 1024, 4096, 16384)
-#: ``--quick`` runs' lengths.
 QUICK_LENGTHS = (32, 64)
-#: Of the memory free when a run starts, the share one configuration may use by default.
-MEMORY_SHARE = 0.6
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+OUTPUT_FILES = ("bench.json", "bench.md", "bench.png", "machine.json", "targets.json")
 
 
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when a GPU is present, else ``cpu``; explicit choices are checked."""
-    _check_choice("device", device, DEVICES)
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was requested but CUDA is not available; use cpu or auto")
-    return device
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """A whole run: what runs, where, at which sizes; each configuration's timed steps (see
-    :func:`~.step_measures.time_steps`); the projected time (``config_budget_s``; for what a
-    target reads, ``target_budget_s``) and extra memory (``memory_budget_mb``; None:
-    :data:`MEMORY_SHARE` of what is free, at most 8 GiB on the CPU) over which a configuration
-    is skipped; a fresh process per configuration (``isolate``; None: on the CPU), whose CPU
-    heap while timing is ``allocator``; and whether to add the lengths the targets read."""
+    """A whole run: what runs, where, at which sizes; each configuration's timed steps and time
+    limit (see :class:`~.measurement.BenchConfig`; ``target_limit_s`` for those a target reads);
+    and whether to add the lengths the targets read."""
 
     methods: tuple[str, ...] = field(default_factory=method_names)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     modes: tuple[str, ...] = MODES
     device: str = "auto"
     shape: BenchShape = field(default_factory=BenchShape)
-    repeats: int = 5
-    min_repeats: int = 3
-    warmup: int = 1
-    repeat_budget_s: float = 10.0
-    config_budget_s: float = 30.0
-    target_budget_s: float = 180.0
-    memory_budget_mb: float | None = None
-    isolate: bool | None = None
-    allocator: str = "reuse"
+    repeats: int = 3
+    min_run_s: float = 0.5
+    limit_s: float = 30.0
+    target_limit_s: float = 180.0
     target_lengths: bool = False
 
     def __post_init__(self) -> None:
-        _check_choice("allocator", self.allocator, ALLOCATORS)
         for name in self.methods:
             get_method(name)
-        for mode in self.modes:
-            _check_choice("modes", mode, MODES)
+        if any(mode not in MODES for mode in self.modes):
+            raise ValueError(f"modes must be one of {', '.join(MODES)}; got {self.modes!r}")
         if any(isinstance(N, bool) or not isinstance(N, int) or N < 1 for N in self.lengths):
             raise ValueError(f"lengths must be positive integers; got {self.lengths!r}")
         if not (self.methods and self.lengths and self.modes):
             raise ValueError("methods, lengths and modes must each name at least one value")
-
-    def memory_budget(self, device: str) -> float:
-        """The memory budget in MiB (see ``memory_budget_mb``)."""
-        if self.memory_budget_mb is not None:
-            return self.memory_budget_mb
-        free = available_memory_mb(device)
-        memory = 8192.0 if free is None else MEMORY_SHARE * free
-        return min(memory, 8192.0) if device == "cpu" else memory
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1; got {self.repeats}")
 
 
-@dataclass(frozen=True)
-class Budget:
-    """The most one configuration may take in all (memory step, warm-up and the fewest repeats)
-    and need in extra memory per step, projected."""
-
-    config_s: float = 120.0
-    memory_mb: float = 8192.0
-
-    def __post_init__(self) -> None:
-        for name in ("config_s", "memory_mb"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be positive; got {getattr(self, name)}")
-
-
-def available_memory_mb(device: str) -> float | None:
-    """Memory free right now (MiB), or None when unknown."""
-    if device == "cuda":
-        return torch.cuda.mem_get_info()[0] / 2**20
+def measure_in_fresh_process(config: BenchConfig) -> BenchRecord:
+    """``measure_config(config)`` in a fresh process; a worker that fails, dies or overruns
+    gives a skipped record saying so."""
     try:
-        lines = Path("/proc/meminfo").read_text().splitlines()
-    except OSError:
-        return None
-    return next((int(ln.split()[1]) / 1024 for ln in lines if ln.startswith("MemAvailable:")),
-                None)
-
-
-def skip_reason(
-    method: BenchMethod, config: BenchConfig, previous: BenchRecord | None, budget: Budget
-) -> str | None:
-    """Why ``config`` should not run, or None when it fits, projected from ``previous``: the
-    same method and mode measured at a shorter length, if any."""
-    memory = method.memory_floor_mb(config.shape, config.N)
-    basis = f"its {method.matrices} explicit N×N float32 matrices"
-    if previous is not None and previous.peak_mb is not None:
-        projected = previous.peak_mb * (config.N / previous.N) ** method.memory_exponent
-        if projected > memory:
-            memory, basis = projected, (f"projected from {previous.peak_mb:.0f} MiB at "
-                                        f"N={previous.N}, memory ∝ N^{method.memory_exponent:g}")
-    if memory > budget.memory_mb:
-        return (f"needs ≈{memory:.0f} MiB ({basis}), over the memory budget of "
-                f"{budget.memory_mb:.0f} MiB")
-    if previous is None or previous.median_ms is None:
-        return None
-    step_ms = previous.median_ms * (config.N / previous.N) ** method.time_exponent
-    steps = 1 + warmup_steps(config, step_ms) + config.min_repeats
-    if step_ms * steps <= budget.config_s * 1e3:
-        return None
-    return (f"projected ≈{step_ms / 1e3:.1f} s per step (from {previous.median_ms:.0f} ms at "
-            f"N={previous.N}, time ∝ N^{method.time_exponent:g}); {steps} steps exceed the "
-            f"per-configuration budget of {budget.config_s:.0f} s")
+        record = run_isolated(partial(measure_config, config), 3 * config.limit_s + 120)
+    except WorkerFailed as err:
+        return make_record(config, skipped=str(err))
+    if record.memory is not None:
+        record.memory += ", in a fresh process"
+    return record
 
 
 def run_benchmarks(
@@ -152,49 +94,82 @@ def run_benchmarks(
 ) -> list[BenchRecord]:
     """Every (method, mode, N) of ``settings``, shortest N first, measured or skipped with its
     reason; ``log`` gets a line per configuration as it finishes."""
-    device = resolve_device(settings.device)
-    isolate = device == "cpu" if settings.isolate is None else settings.isolate
-    required, memory_mb = target_configurations(), settings.memory_budget(device)
+    device, targeted = resolve_device(settings.device), target_configurations()
     records = []
     for name, mode in itertools.product(settings.methods, settings.modes):
-        previous, lengths = None, set(settings.lengths)
+        lengths = set(settings.lengths)
         if settings.target_lengths:
-            lengths |= {N for m, N, md in required if (m, md) == (name, mode)}
+            lengths |= {N for m, N, md in targeted if (m, md) == (name, mode)}
+        unmeasured = None
         for N in sorted(lengths):
-            config = BenchConfig(
-                method=name, N=N, mode=mode, device=device, shape=settings.shape,
-                repeats=settings.repeats, min_repeats=settings.min_repeats,
-                warmup=settings.warmup, time_budget_s=settings.repeat_budget_s,
-                allocator=settings.allocator if isolate else "system",
-            )
-            budget = Budget(memory_mb=memory_mb, config_s=settings.target_budget_s
-                            if (name, N, mode) in required else settings.config_budget_s)
-            record = _measure_unless_over(config, previous, budget, isolate)
-            previous = record if record.measured else previous
+            limit_s = settings.target_limit_s if (name, N, mode) in targeted else settings.limit_s
+            config = BenchConfig(method=name, N=N, mode=mode, device=device, limit_s=limit_s,
+                                 shape=settings.shape, repeats=settings.repeats,
+                                 min_run_s=settings.min_run_s)
+            record = (measure_in_fresh_process(config) if unmeasured is None else
+                      make_record(config, skipped=f"not run: N={unmeasured} was not measured"))
+            unmeasured = unmeasured or (None if record.measured else N)
             records.append(record)
             if log is not None:
-                log(_describe(record))
+                shown = (f"{record.median_ms:10.2f} ms  {record.peak_mb:9.1f} MiB"
+                         if record.measured else f"skipped: {record.skipped}")
+                log(f"{name:<20} N={N:<6} {mode:<9} {shown}")
     return records
 
 
-def _measure_unless_over(
-    config: BenchConfig, previous: BenchRecord | None, budget: Budget, isolate: bool
-) -> BenchRecord:
-    reason = skip_reason(get_method(config.method), config, previous, budget)
-    if reason is not None:
-        return skipped_record(config, reason)
-    if isolate:
-        record = run_in_worker(config, timeout_s=3 * budget.config_s + 120)
-        where = "in a fresh process"
-    else:
-        record, where = measure_config(config), "in-process, after other configurations"
-    if record.memory is not None and (isolate or config.device == "cpu"):  # CUDA: per config
-        record.memory += f", {where}"
-    return record
+def _load_average() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
-def _describe(record: BenchRecord) -> str:
-    head = f"{record.method:<20} N={record.N:<6} {record.mode:<9}"
-    if not record.measured:
-        return f"{head} skipped: {record.skipped}"
-    return f"{head} {record.median_ms:10.2f} ms  {record.peak_mb:9.1f} MiB"
+def machine_info(device: str) -> dict[str, Any]:
+    """What the figures depend on: hardware, threads, library versions, load, date."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    cpu = next((ln.partition(":")[2].strip() for ln in lines if ln.startswith("model name")),
+               platform.processor() or platform.machine())
+    info: dict[str, Any] = {
+        "device": device, "cpu": cpu, "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    if _load_average() is not None:
+        info["load_average"] = _load_average()
+    if device == "cuda":
+        info["gpu"], info["cuda"] = torch.cuda.get_device_name(), torch.version.cuda
+    try:
+        info["x_transformers"] = version("x-transformers")
+    except PackageNotFoundError:
+        info["x_transformers"] = None
+    return info
+
+
+def run_and_write(
+    settings: BenchSettings, directory: Path, *, paired: str = "auto", command: str = "",
+    log: Callable[[str], None] = print,
+) -> str:
+    """Run ``settings``, check the targets (re-measuring the ``paired`` ones side by side, see
+    :func:`~.paired_check.paired_results`), write :data:`OUTPUT_FILES` to ``directory`` (the
+    plot when anything was measured) and return the markdown report."""
+    device = resolve_device(settings.device)
+    directory.mkdir(parents=True, exist_ok=True)
+    machine = machine_info(device)
+    log(f"filterformer bench on {device} ({machine['cpu']}, {machine['torch_threads']} threads)")
+    records = run_benchmarks(settings, log=log)
+    if _load_average() is not None:  # other work moves CPU timings: how busy was it throughout
+        machine["load_average_end"] = _load_average()
+    results = paired_results(records, evaluate_targets(records), shape=settings.shape,
+                             device=device, which=paired, log=log)
+    report = markdown_report(records, results, machine, command)
+    save_records(records, directory / "bench.json")
+    (directory / "bench.md").write_text(report)
+    (directory / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
+    targets = [{"target": r.target.name, "mode": r.mode, "ratio": r.ratio, "op": r.target.op,
+                "bound": r.target.bound, "paired": r.paired, "paired_spread": r.paired_spread,
+                "passed": r.passed} for r in results]
+    (directory / "targets.json").write_text(json.dumps(finite_json(targets), indent=1) + "\n")
+    if any(r.measured for r in records):
+        from .figures import plot_records  # matplotlib loads only here, never in the workers
+
+        plot_records(records, directory / "bench.png")
+    return report

@@ -2,39 +2,23 @@
 
 Writes bench.json (one record per method, N and mode), bench.md (tables, targets, what each step
 runs, what was skipped and why), bench.png (log-log plots), targets.json and machine.json to
---output. On the CPU each configuration runs in its own process, so its peak-memory figure is
-its own.
+--output. Each configuration runs in its own process, so its peak-memory figure is its own.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shlex
 from pathlib import Path
 
-from ..bench import (
-    BENCH_METHODS,
-    DEFAULT_LENGTHS,
-    MODES,
-    QUICK_LENGTHS,
-    BenchSettings,
-    BenchShape,
-    method_names,
-    run_and_write,
-)
-from ..bench.paired_rounds import PAIRED_CHOICES
-from ..bench.run_outputs import OUTPUT_FILES
-from ..bench.step_measures import ALLOCATORS
-from ..bench.sweep import DEVICES
+from ..bench import BENCH_METHODS, MODES, BenchSettings, BenchShape, method_names, run_and_write
+from ..bench.paired_check import PAIRED_CHOICES
+from ..bench.sweep import DEFAULT_LENGTHS, DEVICES, OUTPUT_FILES, QUICK_LENGTHS
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
-#: The options the report's command line repeats, in this order, where they differ from the
-#: defaults.
-_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "warmup", "device", "batch",
-           "heads", "head_dim", "depth", "memory_budget_mb", "budget_s", "target_budget_s",
-           "in_process", "allocator", "paired")
+#: The options the report's command line repeats where they differ from the defaults.
+_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "device", "paired")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,30 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"sequence lengths (default: {' '.join(map(str, DEFAULT_LENGTHS))} and those the "
         f"targets read; --quick: {' '.join(map(str, QUICK_LENGTHS))})")
     add("--modes", nargs="+", choices=MODES, help="default: train inference")
-    add("--repeats", type=int, help="most timed repeats (default 5; --quick 2)")
-    add("--warmup", type=int, default=1, help="untimed warm-up steps (default 1)")
+    add("--repeats", type=int, help="time at least this many steps (default 3; --quick 2)")
     add("--device", choices=DEVICES, default="auto", help="default: auto")
     add("--output", type=Path, default=Path("bench-results"),
         help=f"directory for {', '.join(OUTPUT_FILES)} (default: bench-results)")
     add("--quick", action="store_true",
         help="tiny sizes and lengths (smoke test): B=1, h=2, d=8, depth 1")
-    add("--batch", type=int, help="B (default 2)")
-    add("--heads", type=int, help="h (default 4)")
-    add("--head-dim", type=int, help="d (default 64)")
-    add("--depth", type=int, help="blocks of the model benchmarks (default 4)")
-    add("--budget-s", type=float, default=BenchSettings.config_budget_s,
-        help="skip configurations projected to take longer in total (default %(default)g)")
-    add("--target-budget-s", type=float, default=BenchSettings.target_budget_s,
-        help="the same for the configurations the targets read (default %(default)g)")
-    add("--memory-budget-mb", type=float,
-        help="skip configurations projected to need more extra memory "
-        "(default: 60%% of available memory, at most 8192 on the CPU)")
-    add("--in-process", action="store_true",
-        help="measure every configuration in this process (faster; CPU memory figures then "
-        "share one heap)")
-    add("--allocator", choices=ALLOCATORS, default="reuse",
-        help="CPU heap while timing: reuse freed memory (default) or glibc's defaults, under "
-        "which every tensor of 32 MiB or more page-faults anew each step")
     add("--paired", choices=PAIRED_CHOICES, default="auto",
         help="re-measure time targets with both sides alternated in one process: those within "
         "25%% of their bound (auto, default), all, or none; a target's verdict reads its "
@@ -77,37 +43,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The :class:`~filterformer.bench.BenchSettings` the command line asks for."""
-    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 5)
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1; got {repeats}")
-    sizes = {"batch": args.batch, "heads": args.heads, "head_dim": args.head_dim,
-             "depth": args.depth}
-    shape = dataclasses.replace(BenchShape.quick() if args.quick else BenchShape(),
-                                **{k: v for k, v in sizes.items() if v is not None})
     return BenchSettings(
         methods=tuple(args.methods or method_names()),
         lengths=tuple(args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)),
-        modes=tuple(args.modes or MODES), device=args.device, shape=shape, repeats=repeats,
-        min_repeats=min(3, repeats), warmup=args.warmup, config_budget_s=args.budget_s,
-        target_budget_s=args.target_budget_s, memory_budget_mb=args.memory_budget_mb,
-        isolate=False if args.in_process else None, allocator=args.allocator,
-        target_lengths=not (args.lengths or args.quick),
+        modes=tuple(args.modes or MODES), device=args.device,
+        shape=BenchShape.quick() if args.quick else BenchShape(),
+        repeats=(2 if args.quick else 3) if args.repeats is None else args.repeats,
+        min_run_s=0.02 if args.quick else 0.5, target_lengths=not (args.lengths or args.quick),
     )
 
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that repeats this run."""
-    defaults = argparse.ArgumentParser()
-    add_arguments(defaults)
-    default = vars(defaults.parse_args([]))
     parts = ["filterformer", "bench"]
     for name in _ECHOED:
         value = getattr(args, name)
-        if value != default[name]:
+        if value not in (None, False, "auto"):
             values = [] if value is True else value if isinstance(value, list) else [value]
-            parts += ["--" + name.replace("_", "-")] + [
-                v if isinstance(v, str) else f"{v:g}" for v in values
-            ]
+            parts += [f"--{name}", *map(str, values)]
     return shlex.join(parts)
 
 

@@ -4,7 +4,7 @@ Runs trained one after another on a shared machine meet different loads, so thei
 step times compare moments, not methods. After training, :func:`measure_cost` builds, for each
 seed, every method's model in this one process (with the run's seed, its AdamW optimiser and the
 same few training batches) and alternates their training steps in rounds, as the benchmark's
-paired check does (:mod:`filterformer.bench.paired_rounds`):
+paired check does (:mod:`filterformer.timing`):
 
 - warm-up rounds of one step per method come first; they are not reported, and each method's
   fastest warm-up step sets how many steps it runs per round, so that a method with a short step
@@ -39,8 +39,14 @@ from typing import Any
 
 import torch
 
-from ...bench.paired_rounds import alternate_rounds, round_means, round_orders, steps_per_round
-from ...bench.step_measures import StepTimer, time_step
+from ...timing import (
+    StepTimer,
+    alternate_rounds,
+    round_means,
+    round_orders,
+    steps_per_round,
+    time_step,
+)
 from ..batches import make_loader, training_batches
 from ..compilation import compile_model, mark_sequence_dynamic
 from ..distributed import setup_distributed
@@ -97,12 +103,12 @@ def paired_step_times(
     Args:
         steps: one training step per side (method).
         rounds: timed rounds (>= 1), in the orders of
-            :func:`~filterformer.bench.paired_rounds.round_orders`.
+            :func:`~filterformer.timing.round_orders`.
         warmup_steps: untimed rounds of one step per side first (>= 1); each side's fastest
             warm-up step sets its steps per round
-            (:func:`~filterformer.bench.paired_rounds.steps_per_round`).
+            (:func:`~filterformer.timing.steps_per_round`).
         timer: runs a step once and returns its time in ms
-            (:func:`~filterformer.bench.step_measures.time_step`).
+            (:func:`~filterformer.timing.time_step`).
         prepare: ``prepare(side, round)`` runs before each step, outside the timed region
             (warm-up rounds are numbered from 0 as well).
     """
@@ -212,8 +218,8 @@ def measure_cost(
     Args:
         config: the comparison (its methods, seeds, ``cost_rounds``, ``cost_warmup_steps``).
         task: the ``TaskData``.
-        timer: runs a step once and returns its ms (default: the bench's
-            :func:`~filterformer.bench.step_measures.time_step`).
+        timer: runs a step once and returns its ms (default:
+            :func:`~filterformer.timing.time_step`).
         echo: where one line about the measurement goes.
 
     Returns:
