@@ -15,12 +15,8 @@ import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from filterformer.bench.compiled_steps import (
-    QUICK_CONFIGURATIONS,
-    CompiledStepSettings,
-    measure_compiled_step,
-    run_compiled_steps,
-)
+from filterformer.bench import BenchShape
+from filterformer.bench.compiled_steps import QUICK_CONFIGURATIONS, measure_compiled_step, run
 from filterformer.training import compilation
 
 #: float32, as the target asks.
@@ -37,26 +33,18 @@ def counter(monkeypatch) -> CompileCounterWithBackend:
 
 
 def test_quick_run_records_every_configuration_compiled_once(counter):
-    settings = CompiledStepSettings.quick()
-    lines = []
-    records = run_compiled_steps(settings, log=lines.append)
-    assert [(r.method, r.N) for r in records] == list(QUICK_CONFIGURATIONS)
-    assert len(lines) == len(records)
+    records = run(quick=True, device="cpu")
+    assert [(r.method, r.N, r.mode) for r in records] == [
+        (f"step-{m}", N, mode) for m, N in QUICK_CONFIGURATIONS for mode in ("eager", "compiled")]
     # One graph per configuration, compiled by its first pass: no timed step recompiled.
-    assert counter.frame_count == len(records)
-    for record in records:
-        assert record.max_abs_diff <= TOLERANCE
-        assert len(record.round_eager_ms) == len(record.round_compiled_ms) == settings.rounds
-        assert all(n >= 1 for n in record.steps_per_round)
-        for value in (record.eager_ms, record.compiled_ms, record.speedup,
-                      *record.speedup_spread, record.compile_s):
-            assert math.isfinite(value) and value > 0
-        assert record.to_dict()["speedup"] == record.speedup
-
-
-def test_settings_need_two_rounds():
-    with pytest.raises(ValueError, match="rounds must be >= 2"):
-        CompiledStepSettings.quick(rounds=1)
+    assert counter.frame_count == len(QUICK_CONFIGURATIONS)
+    for eager, compiled in zip(records[::2], records[1::2], strict=True):
+        assert eager.round_group == compiled.round_group
+        assert eager.compile_s is None and math.isfinite(compiled.compile_s)
+        assert 0 <= compiled.max_abs_diff <= TOLERANCE
+        for record in (eager, compiled):
+            assert len(record.times_ms) == 3
+            assert math.isfinite(record.median_ms) and record.median_ms > 0
 
 
 @pytest.mark.slow
@@ -65,8 +53,8 @@ def test_inductor_outputs_equal_eager_with_random_draws():
     random ops, its outputs equal eager's."""
     torch._dynamo.reset()
     try:
-        record = measure_compiled_step("samsa_hard", 32, CompiledStepSettings.quick(rounds=2))
+        _, compiled = measure_compiled_step("samsa_hard", 32, BenchShape.quick(), rounds=2)
     finally:
         torch._dynamo.reset()
-    assert record.backend == "inductor"
-    assert record.max_abs_diff <= TOLERANCE
+    assert "backend inductor" in compiled.notes
+    assert compiled.max_abs_diff <= TOLERANCE

@@ -8,12 +8,7 @@ import math
 
 import torch
 
-from filterformer.bench.loop_overhead import (
-    BareLoop,
-    TrainerLoop,
-    loop_config,
-    measure_loop_overhead,
-)
+from filterformer.bench.loop_overhead import LoopSides, loop_config, measure_loop_overhead
 from filterformer.training import TrainConfig
 from filterformer.training.run_config import run_identity
 
@@ -27,19 +22,18 @@ CHANGED = {"output_dir", "device", "precision", "progress", "max_steps", "eval_e
 def test_the_bare_loop_trains_the_same_weights_as_the_trainer(tmp_path):
     task = majority_task(num_train=64, num_eval=16)  # 4 steps an epoch of 16
     config = loop_config(tiny_config(tmp_path / "base"), output_dir=tmp_path / "run")
-    trainer = TrainerLoop(config, task)
-    bare = BareLoop(config, task, torch.device("cpu"))
-    before = {k: v.clone() for k, v in bare.model.state_dict().items()}
-    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    sides = LoopSides(config, task)
+    before = {k: v.clone() for k, v in sides.model.state_dict().items()}
+    assert all(torch.equal(before[k], v) for k, v in sides.trainer.model.state_dict().items())
     for _ in range(6):
-        trainer.step()
-        bare.next_batch()
-        bare.step()
-    trainer.close()
-    assert (trainer.trainer.step, trainer.trainer.epoch) == (6, 1)
-    trained = trainer.model.state_dict()
+        sides.trainer_step()
+        sides.move_batch()
+        sides.bare_step()
+    sides.trainer.context.close()
+    assert (sides.trainer.step, sides.trainer.epoch) == (6, 1)
+    trained = sides.trainer.model.state_dict()
     assert any(not torch.equal(before[k], v) for k, v in trained.items())
-    for name, value in bare.model.state_dict().items():
+    for name, value in sides.model.state_dict().items():
         assert torch.equal(value, trained[name]), name
 
 
@@ -61,12 +55,11 @@ def test_the_measured_run_is_filterformer_trains_default_with_the_measurements_c
 
 def test_a_quick_run_records_both_sides_in_every_round(tmp_path):
     task = majority_task(num_train=64, num_eval=16)
-    record = measure_loop_overhead(tiny_config(tmp_path), task=task, rounds=3,
-                                   warmup_steps=1)
-    assert (record.task, record.batch_size, record.device) == ("majority", 16, "cpu")
-    assert len(record.round_trainer_ms) == len(record.round_bare_ms) == 3
-    assert all(n >= 1 for n in record.steps_per_round)
-    for value in (record.trainer_ms, record.bare_ms, record.ratio, *record.ratio_spread):
-        assert math.isfinite(value) and value > 0
-    assert record.to_dict()["ratio"] == record.ratio
+    trainer, bare = measure_loop_overhead(tiny_config(tmp_path), task=task, rounds=3)
+    assert [(r.method, r.N, r.mode, r.batch) for r in (trainer, bare)] == [
+        ("loop-trainer", 16, "train", 16), ("loop-bare", 16, "train", 16)]
+    assert trainer.baseline == "loop-bare" and trainer.round_group == bare.round_group
+    for record in (trainer, bare):
+        assert len(record.times_ms) == 3
+        assert math.isfinite(record.median_ms) and record.median_ms > 0
     assert not any(tmp_path.iterdir())  # the trainer wrote to its own temporary directory
