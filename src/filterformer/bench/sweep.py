@@ -66,7 +66,7 @@ class BenchSettings:
     repeats: int = 3
     min_run_s: float = 0.5
     limit_s: float = 30.0
-    target_limit_s: float = 600.0
+    target_limit_s: float = 900.0
     target_lengths: bool = False
     extras: tuple[str, ...] = ()
     quick_extras: bool = False
