@@ -1,3 +1,4 @@
+import statistics
 from collections import Counter
 from itertools import pairwise
 
@@ -7,6 +8,7 @@ import torch
 from filterformer.timing import (
     MAX_STEPS_PER_ROUND,
     alternate_rounds,
+    paired_step_times,
     round_means,
     round_orders,
     steps_per_round,
@@ -104,3 +106,81 @@ def test_round_means_average_each_sides_steps_within_each_round():
     with pytest.raises(ValueError, match="times must hold whole rounds of"):
         round_means([side.flatten().tolist() for side in sides[:-1]]
                     + [sides[-1].flatten().tolist()[1:]], steps)
+
+
+class FakeSteps:
+    """Steps that log which side ran on which round's batch; a timer that reports each side's
+    next given duration (ms) instead of reading a clock."""
+
+    def __init__(self, durations: list[list[float]]) -> None:
+        self.durations = [iter(d) for d in durations]
+        self.batch = [None] * len(durations)
+        self.ran: list[tuple[int, int]] = []
+
+    def steps(self):
+        return [lambda side=side: self.ran.append((side, self.batch[side]))
+                for side in range(len(self.durations))]
+
+    def prepare(self, side: int, index: int) -> None:
+        self.batch[side] = index
+
+    def timer(self, step) -> float:
+        step()
+        side, _ = self.ran[-1]
+        return next(self.durations[side])
+
+
+def test_medians_are_taken_over_the_rounds_means_by_hand():
+    # Warm-up: 30 and 14 ms (fastest 12): the second side runs round(30 / 12) = 2 steps a round.
+    fake = FakeSteps([[30.0, 31.0, 10.0, 30.0, 20.0], [14.0, 12.0, 4.0, 6.0, 5.0, 9.0, 1.0, 2.0]])
+    measured = paired_step_times(fake.steps(), rounds=3, warmup_steps=2, timer=fake.timer)
+    assert measured.steps_per_round == [1, 2]
+    # Rounds: first side 10, 30, 20 ms; second side (4 + 6) / 2, (5 + 9) / 2, (1 + 2) / 2 ms.
+    assert measured.round_step_s == [pytest.approx([0.010, 0.030, 0.020]),
+                                     pytest.approx([0.005, 0.007, 0.0015])]
+    assert measured.median_s == pytest.approx([0.020, 0.005])
+
+
+def test_every_round_runs_each_method_once_in_alternating_orders_on_the_rounds_batch():
+    sides = int(torch.randint(2, 6, ()))
+    rounds = int(torch.randint(2, 7, ()))
+    warmup = int(torch.randint(1, 3, ()))
+    warm_ms = torch.empty(sides).uniform_(5.0, 60.0)
+    longest = float(warm_ms.max())
+    repeats = [min(8, round(longest / float(ms))) for ms in warm_ms]
+    timed = [torch.empty(rounds, count, dtype=torch.float64).uniform_(1.0, 100.0)
+             for count in repeats]
+    fake = FakeSteps([[float(warm_ms[side])] * warmup + timed[side].flatten().tolist()
+                      for side in range(sides)])
+    measured = paired_step_times(fake.steps(), rounds=rounds, warmup_steps=warmup,
+                                 timer=fake.timer, prepare=fake.prepare)
+    assert measured.steps_per_round == repeats
+    # Warm-up rounds run one step each, then each timed round runs every method once, as one
+    # block of its steps, on that round's batch; consecutive rounds change the order.
+    warm_orders, orders = round_orders(sides, warmup), round_orders(sides, rounds)
+    expected = [(side, index) for index, order in enumerate(warm_orders) for side in order]
+    expected += [(side, index) for index, order in enumerate(orders) for side in order
+                 for _ in range(repeats[side])]
+    assert fake.ran == expected
+    assert all(orders[i] != orders[i + 1] for i in range(rounds - 1))
+    reference = [statistics.median(t.mean(1).tolist()) / 1e3 for t in timed]
+    assert measured.median_s == pytest.approx(reference, rel=1e-12)
+    with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
+        paired_step_times(fake.steps(), rounds=0, warmup_steps=1, timer=fake.timer)
+
+
+def test_ratios_divide_each_rounds_means_and_take_their_median_and_quartiles():
+    # Rounds: first side 10, 30, 20, 40 ms; second 5, 10, 10, 10 ms -> ratios 2, 3, 2, 4.
+    fake = FakeSteps([[20.0, 10.0, 30.0, 20.0, 40.0], [20.0, 5.0, 10.0, 10.0, 10.0]])
+    measured = paired_step_times(fake.steps(), rounds=4, warmup_steps=1, timer=fake.timer)
+    assert measured.steps_per_round == [1, 1]
+    assert measured.ratio(0, 1) == pytest.approx((2.5, 2.0, 3.25))
+    assert measured.ratio(1, 0)[0] == pytest.approx(statistics.median([1 / 2, 1 / 3, 1 / 2, 1 / 4]))
+    assert measured.ratio(0, 0) == (1.0, 1.0, 1.0)
+
+
+def test_given_repeats_replace_the_warm_up_estimate():
+    fake = FakeSteps([[50.0, 10.0, 12.0], [1.0, 5.0, 5.0, 5.0, 6.0, 6.0, 6.0]])
+    measured = paired_step_times(fake.steps(), rounds=2, timer=fake.timer, repeats=(1, 3))
+    assert measured.steps_per_round == [1, 3]
+    assert measured.round_step_s == [pytest.approx([0.010, 0.012]), pytest.approx([0.005, 0.006])]

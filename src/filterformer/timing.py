@@ -3,20 +3,25 @@
 Runs timed minutes apart on a shared machine meet different loads. Alternating the sides' steps
 in rounds, so that drifts in load fall on every side alike, makes their times comparable: a side
 with a shorter step runs several per round (about as long in all as the longest side's one), and
-the order changes from round to round so that no side always follows the same one. The
-benchmark's paired check (:mod:`filterformer.bench.paired_check`) and ``filterformer compare``'s
-time per step (:mod:`filterformer.training.compare.cost`) both measure this way.
+the order changes from round to round so that no side always follows the same one. A side's time
+is the median over rounds of its mean step in each round, and a ratio of two sides the median
+over rounds of the ratio of their round means (:func:`paired_step_times`). The benchmark's
+paired check and its benchmarks of decoding, the training loop and compiled steps
+(:mod:`filterformer.bench`), and ``filterformer compare``'s time per step
+(:mod:`filterformer.training.compare.cost`) all measure this way.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from torch.utils import benchmark
 
-__all__ = ["MAX_STEPS_PER_ROUND", "StepTimer", "alternate_rounds", "round_means",
-           "round_orders", "steps_per_round", "time_step"]
+__all__ = ["MAX_STEPS_PER_ROUND", "PairedStepTimes", "StepTimer", "alternate_rounds",
+           "median_and_quartiles", "paired_step_times", "round_means", "round_orders",
+           "steps_per_round", "time_step"]
 
 #: ``timer(step)`` runs ``step`` once and returns its duration in ms.
 StepTimer = Callable[[Callable[[], None]], float]
@@ -89,3 +94,53 @@ def round_means(times: Sequence[Sequence[float]], steps: Sequence[int]) -> list[
                          f"steps; got {' + '.join(str(len(side)) for side in times)}")
     return [[statistics.fmean(side[i * n:(i + 1) * n]) for i in range(rounds)]
             for side, n in zip(times, steps, strict=True)]
+
+
+def median_and_quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """``(median, lower quartile, upper quartile)`` of two or more ``values``: for rounds'
+    ratios, the middle half of the rounds lies between the quartiles."""
+    low, median, high = statistics.quantiles(values, n=4, method="inclusive")
+    return median, low, high
+
+
+@dataclass
+class PairedStepTimes:
+    """One paired measurement: per side, the ``steps_per_round`` it ran and its mean step in each
+    round (``round_step_s``, seconds, in round order)."""
+
+    steps_per_round: list[int]
+    round_step_s: list[list[float]]
+
+    @property
+    def median_s(self) -> list[float]:
+        """Per side, the median over rounds of its mean step (seconds)."""
+        return [statistics.median(rounds) for rounds in self.round_step_s]
+
+    def ratio(self, side: int, baseline: int) -> tuple[float, float, float]:
+        """Each round's mean step of ``side`` over ``baseline``'s: the median over the rounds
+        and the quartiles (:func:`median_and_quartiles`; two rounds or more)."""
+        rounds = zip(self.round_step_s[side], self.round_step_s[baseline], strict=True)
+        return median_and_quartiles([a / b for a, b in rounds])
+
+
+def paired_step_times(
+    steps: Sequence[Callable[[], None]], *, rounds: int, warmup_steps: int = 1,
+    timer: StepTimer = time_step, prepare: Callable[[int, int], None] | None = None,
+    repeats: Sequence[int] | None = None,
+) -> PairedStepTimes:
+    """Alternate ``steps`` (one per side) in ``rounds`` timed rounds, in the orders of
+    :func:`round_orders`, after ``warmup_steps`` untimed rounds of one step per side.
+
+    Each side runs ``repeats[side]`` steps a round; by default its fastest warm-up step sets
+    them (:func:`steps_per_round`). ``timer`` runs a step once and returns its time in ms;
+    ``prepare(side, round)`` runs before each step, untimed (warm-up rounds numbered from 0 too).
+    """
+    if rounds < 1 or warmup_steps < 1:
+        raise ValueError(f"rounds and warmup_steps must be >= 1; got {rounds} and {warmup_steps}")
+    sides = len(steps)
+    warm = alternate_rounds(steps, [1] * sides, round_orders(sides, warmup_steps), timer,
+                            prepare=prepare)
+    repeats = tuple(repeats or steps_per_round(*(min(times) for times in warm)))
+    times = alternate_rounds(steps, repeats, round_orders(sides, rounds), timer, prepare=prepare)
+    return PairedStepTimes(list(repeats), [[ms / 1e3 for ms in side]
+                                           for side in round_means(times, repeats)])

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from filterformer.bench.extras import EXTRAS
 from filterformer.cli import bench
 
 
@@ -18,13 +19,28 @@ def test_quick_run_writes_json_report_and_plot(tmp_path, capsys):
             "--modes", "inference", "--output", str(out)]
     assert _run(argv) == 0
     records = json.loads((out / "bench.json").read_text())
-    assert [(r["method"], r["N"]) for r in records] == [
+    assert [(r["method"], r["N"]) for r in records[:4]] == [
         ("sdpa", 16), ("sdpa", 32), ("gfsa", 16), ("gfsa", 32)
     ]
-    assert all(r["mode"] == "inference" and r["median_ms"] > 0 for r in records)
+    assert all(r["mode"] == "inference" and r["median_ms"] > 0 for r in records[:4])
+    # The extra benchmarks --quick runs: decoding and the training loop, alternated in rounds.
+    extras = {(r["method"], r["mode"]): r for r in records[4:]}
+    decoding = {m for m, mode in extras if mode == "decode"}
+    assert decoding == {f"decode-{f}-{m}" for f in ("native", "hf-llama")
+                        for m in ("softmax", "gfsa", "neutreno")}
+    loop = [extras[m, "train"] for m in ("loop-trainer", "loop-bare")]
+    assert all(r["median_ms"] > 0 and r["round_group"] == loop[0]["round_group"] for r in loop)
+    assert not any(m.startswith("step-") for m, _ in extras)
+    targets = {t["target"]: t for t in json.loads((out / "targets.json").read_text())}
+    explicit = "authors' explicit GFSA / GFSA two-pass time"
+    assert targets[f"{explicit} (N=8192; ceiling 32.5)"]["bound"] == 25.0
+    assert targets[f"{explicit} (N=4096), beside its ceiling 16.5"]["op"] == "info"
+    loop_target = targets["trainer / bare loop training step time (ListOps tiny)"]
+    assert loop_target["paired"] > 0 and loop_target["passed"] is not None
     report = (out / "bench.md").read_text()
     assert "filterformer bench --quick --methods sdpa gfsa --lengths 16 32" in report
     assert "## Targets" in report
+    assert all(f"## {EXTRAS[name].title}" in report for name in ("decoding", "loop"))
     assert (out / "bench.png").read_bytes()[:4] == b"\x89PNG"
     assert json.loads((out / "machine.json").read_text())["device"] == "cpu"
     assert "| gfsa | kernel | sdpa |" in capsys.readouterr().out
@@ -52,3 +68,20 @@ def test_quick_and_full_shapes_and_lengths():
     full = bench.settings_from_args(parser.parse_args([]))
     assert (full.shape.batch, full.shape.heads, full.shape.head_dim) == (2, 4, 64)
     assert 4096 in full.lengths and 16384 in full.lengths
+
+
+def test_extras_follow_quick_compile_and_extras(capsys):
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+
+    def extras(*argv):
+        return bench.settings_from_args(parser.parse_args(list(argv))).extras
+
+    assert extras() == ("decoding", "loop", "compiled")
+    assert extras("--quick") == ("decoding", "loop")
+    assert extras("--quick", "--compile") == ("decoding", "loop", "compiled")
+    assert extras("--extras", "none") == ()
+    assert extras("--quick", "--extras", "loop", "--compile") == ("loop", "compiled")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--extras", "gpu"])
+    assert "argument --extras: invalid choice: 'gpu'" in capsys.readouterr().err

@@ -7,12 +7,7 @@ import torch
 from filterformer.bench import BenchConfig, BenchRecord, BenchShape, Target, evaluate_targets
 from filterformer.bench.fresh_process import run_isolated
 from filterformer.bench.markdown_report import targets_table
-from filterformer.bench.paired_check import (
-    close_call,
-    measure_pair,
-    paired_results,
-    round_ratios,
-)
+from filterformer.bench.paired_check import close_call, measure_pair, paired_results
 from filterformer.bench.performance_targets import Measure
 
 QUICK = BenchShape.quick()
@@ -43,23 +38,31 @@ def test_measure_pair_runs_each_side_its_steps_in_every_round():
     steps = (1, int(torch.randint(1, 4, ())))
     # In a worker, as the paired check runs it: its heap policy stays out of this process.
     pair = partial(measure_pair, config, other, rounds=rounds, steps=steps)
-    first_ms, second_ms = run_isolated(pair, timeout_s=120)
-    assert len(first_ms) == rounds * steps[0]
-    assert len(second_ms) == rounds * steps[1]
-    assert all(t > 0 for t in first_ms + second_ms)
+    measured = run_isolated(pair, timeout_s=120)
+    assert measured.steps_per_round == list(steps)
+    assert [len(side) for side in measured.round_step_s] == [rounds, rounds]
+    assert all(t > 0 for side in measured.round_step_s for t in side)
 
 
-def test_round_ratios_divide_the_sides_means_within_each_round():
-    rounds = int(torch.randint(3, 8, ()))
-    steps = (int(torch.randint(1, 4, ())), int(torch.randint(1, 4, ())))
-    first = torch.empty(rounds, steps[0], dtype=torch.float64).uniform_(50.0, 150.0)
-    second = torch.empty(rounds, steps[1], dtype=torch.float64).uniform_(10.0, 90.0)
-    times = [first.flatten().tolist(), second.flatten().tolist()]
-    expected = (first.mean(1) / second.mean(1)).tolist()
-    assert round_ratios(times, steps) == pytest.approx(expected, rel=1e-12)
-    times[1].pop()
-    with pytest.raises(ValueError, match="times must hold whole rounds"):
-        round_ratios(times, steps)
+def test_rows_alternated_in_one_process_give_their_paired_ratio_and_are_not_remeasured():
+    rounds = torch.empty(2, 5).uniform_(1.0, 9.0).tolist()
+    records = [BenchRecord(m, 32, "train", "cpu", median_ms=max(t), times_ms=t, round_group="g")
+               for m, t in zip(("gfsa", "sdpa"), rounds, strict=True)]
+    (result,) = evaluate_targets(records, (_target(2.1),))
+    ratios = sorted(a / b for a, b in zip(*rounds, strict=True))
+    assert result.paired == pytest.approx(ratios[2])
+    assert result.paired_spread == pytest.approx((ratios[1], ratios[3]))
+    assert paired_results(records, [result], which="all", shape=QUICK) == [result]
+
+
+def test_an_information_row_has_no_verdict_and_no_close_call():
+    target = Target("explicit / gfsa (ceiling 16.5)", Measure("gfsa", 32, "train"),
+                    Measure("sdpa", 32, "train"), "info", 16.5)
+    (result,) = evaluate_targets(_records(16.0, 1.0), (target,))
+    assert result.ratio == pytest.approx(16.0) and result.passed is None
+    assert not close_call(result)
+    row = targets_table([result]).splitlines()[2]
+    assert row == "| explicit / gfsa (ceiling 16.5) | train | 16.0 |  | — | information |"
 
 
 def test_paired_results_measures_only_what_is_asked():

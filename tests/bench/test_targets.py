@@ -38,16 +38,29 @@ def test_missing_or_skipped_side_is_not_measured():
 
 def test_every_target_names_a_measurable_configuration():
     from filterformer.bench import BENCH_METHODS
+    from filterformer.bench.compiled_steps import FULL_CONFIGURATIONS
+    from filterformer.bench.decoding_latency import CONTEXTS, DECODING_METHODS, FAMILIES
+    from filterformer.training import TrainConfig
+    from filterformer.training.model_building import load_task_data
 
+    # The rows a full run of the extra benchmarks writes; the loop's N is its task's longest
+    # sequence.
+    loop_N = load_task_data(TrainConfig().task, TrainConfig().task_options).max_len
+    extras = {(f"decode-{f}-{m}", C, "decode") for f in FAMILIES for m in DECODING_METHODS
+              for C in CONTEXTS}
+    extras |= {(f"loop-{side}", loop_N, "train") for side in ("trainer", "bare")}
+    extras |= {(f"step-{m}", N, mode) for m, N in FULL_CONFIGURATIONS
+               for mode in ("eager", "compiled")}
     for target in TARGETS:
         for measure in (target.numerator, target.denominator):
-            assert measure.method in BENCH_METHODS
+            if measure is not None and measure.method not in BENCH_METHODS:
+                assert (measure.method, measure.N, measure.mode) in extras
 
 
 def test_bad_quantity_and_operator_are_rejected():
-    with pytest.raises(ValueError, match="quantity must be one of median_ms, peak_mb"):
+    with pytest.raises(ValueError, match="quantity must be one of median_ms, peak_mb, max_abs"):
         Measure("sdpa", 8, "train", "flops")
-    with pytest.raises(ValueError, match="op must be one of"):
+    with pytest.raises(ValueError, match="op must be one of <=, >=, info"):
         Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), "<", 1.0)
 
 
@@ -70,6 +83,14 @@ def test_target_configurations_are_the_modes_the_targets_read():
     keys = target_configurations()
     assert {("gfsa", 4096, "train"), ("sdpa", 4096, "train"), ("agf", 2048, "train"),
             ("gfsa-explicit", 4096, "inference"), ("gfsa", 4096, "inference"),
+            ("gfsa-explicit", 8192, "inference"), ("gfsa", 8192, "inference"),
             ("samsa-hard-k256", 4096, "inference")} <= keys
     assert ("sdpa", 4096, "inference") not in keys
     assert ("gfsa-explicit", 4096, "train") not in keys
+
+
+def test_a_target_without_denominator_bounds_the_value_itself():
+    record = BenchRecord("step-agf", 64, "compiled", "cpu", median_ms=1.0, max_abs_diff=3e-7)
+    target = Target("t", Measure("step-agf", 64, "compiled", "max_abs_diff"), None, "<=", 1e-5)
+    (result,) = evaluate_targets([record], (target,))
+    assert result.ratio == pytest.approx(3e-7) and result.passed is True

@@ -1,24 +1,22 @@
-"""The paired time-per-step measurement of a comparison: rounds, medians, a real tiny run."""
+"""The paired time-per-step measurement of a comparison: the run records' times, a real tiny
+run (the rounds themselves: ``tests/test_timing.py``)."""
 
 from __future__ import annotations
 
 import json
 import math
-import statistics
 
 import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from filterformer.timing import round_orders
 from filterformer.training import compilation
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.compare.cost import (
     COST_FILE,
     cost_note,
     measure_cost,
-    paired_step_times,
     with_step_times,
 )
 
@@ -26,67 +24,6 @@ from .helpers import majority_task
 
 TINY = ["task=majority", "model.dim=16", "model.depth=2", "model.num_heads=2", "batch_size=16",
         "max_steps=2", "progress=false"]
-
-
-class FakeSteps:
-    """Steps that log which side ran on which round's batch; a timer that reports each side's
-    next given duration (ms) instead of reading a clock."""
-
-    def __init__(self, durations: list[list[float]]) -> None:
-        self.durations = [iter(d) for d in durations]
-        self.batch = [None] * len(durations)
-        self.ran: list[tuple[int, int]] = []
-
-    def steps(self):
-        return [lambda side=side: self.ran.append((side, self.batch[side]))
-                for side in range(len(self.durations))]
-
-    def prepare(self, side: int, index: int) -> None:
-        self.batch[side] = index
-
-    def timer(self, step) -> float:
-        step()
-        side, _ = self.ran[-1]
-        return next(self.durations[side])
-
-
-def test_medians_are_taken_over_the_rounds_means_by_hand():
-    # Warm-up: 30 and 14 ms (fastest 12): the second side runs round(30 / 12) = 2 steps a round.
-    fake = FakeSteps([[30.0, 31.0, 10.0, 30.0, 20.0], [14.0, 12.0, 4.0, 6.0, 5.0, 9.0, 1.0, 2.0]])
-    measured = paired_step_times(fake.steps(), rounds=3, warmup_steps=2, timer=fake.timer)
-    assert measured.steps_per_round == [1, 2]
-    # Rounds: first side 10, 30, 20 ms; second side (4 + 6) / 2, (5 + 9) / 2, (1 + 2) / 2 ms.
-    assert measured.round_step_s == [pytest.approx([0.010, 0.030, 0.020]),
-                                     pytest.approx([0.005, 0.007, 0.0015])]
-    assert measured.median_s == pytest.approx([0.020, 0.005])
-
-
-def test_every_round_runs_each_method_once_in_alternating_orders_on_the_rounds_batch():
-    sides = int(torch.randint(2, 6, ()))
-    rounds = int(torch.randint(2, 7, ()))
-    warmup = int(torch.randint(1, 3, ()))
-    warm_ms = torch.empty(sides).uniform_(5.0, 60.0)
-    longest = float(warm_ms.max())
-    repeats = [min(8, round(longest / float(ms))) for ms in warm_ms]
-    timed = [torch.empty(rounds, count, dtype=torch.float64).uniform_(1.0, 100.0)
-             for count in repeats]
-    fake = FakeSteps([[float(warm_ms[side])] * warmup + timed[side].flatten().tolist()
-                      for side in range(sides)])
-    measured = paired_step_times(fake.steps(), rounds=rounds, warmup_steps=warmup,
-                                 timer=fake.timer, prepare=fake.prepare)
-    assert measured.steps_per_round == repeats
-    # Warm-up rounds run one step each, then each timed round runs every method once, as one
-    # block of its steps, on that round's batch; consecutive rounds change the order.
-    warm_orders, orders = round_orders(sides, warmup), round_orders(sides, rounds)
-    expected = [(side, index) for index, order in enumerate(warm_orders) for side in order]
-    expected += [(side, index) for index, order in enumerate(orders) for side in order
-                 for _ in range(repeats[side])]
-    assert fake.ran == expected
-    assert all(orders[i] != orders[i + 1] for i in range(rounds - 1))
-    reference = [statistics.median(t.mean(1).tolist()) / 1e3 for t in timed]
-    assert measured.median_s == pytest.approx(reference, rel=1e-12)
-    with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
-        paired_step_times(fake.steps(), rounds=0, warmup_steps=1, timer=fake.timer)
 
 
 def test_run_records_take_their_method_and_seeds_time():

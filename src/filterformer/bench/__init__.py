@@ -1,7 +1,8 @@
 """Performance benchmarks: time and extra memory of every attention method against N.
 
 ``filterformer bench`` runs :func:`run_and_write`: :func:`run_benchmarks` measures every method of
-:data:`BENCH_METHODS` at every length and mode, each in a fresh process; the :data:`TARGETS` are
+:data:`BENCH_METHODS` at every length and mode, each in a fresh process, then the extra
+benchmarks (decoding, the training loop, compiled steps), each in one; the :data:`TARGETS` are
 checked (close calls re-measured side by side); ``bench.json``, ``bench.md``, ``bench.png``,
 ``targets.json`` and ``machine.json`` are written.
 
@@ -12,7 +13,10 @@ returns a :class:`~.step_cases.BenchCase` (``forward`` and its ``step``); ``kern
 Every run then measures it, tables, plots and ``bench.json`` show it, and ``--methods NAME``
 runs it alone. A new promise is a :class:`Target` in ``performance_targets.py``: the ratio of two
 ``Measure(method=, N=, mode=, quantity=)`` bounded by ``op`` and ``bound``; full runs add the
-lengths targets read, and ``--paired`` re-measures time targets side by side.
+lengths targets read, and ``--paired`` re-measures time targets side by side. A benchmark whose
+sides must alternate in one process is an ``ExtraBenchmark`` in ``extras.py``: its
+``run(quick, device)`` returns records (:func:`~.records.round_records` makes them from
+:func:`~filterformer.timing.paired_step_times`), and targets read their paired ratios as they are.
 """
 
 from .markdown_report import markdown_report

@@ -1,22 +1,25 @@
-"""``bench.md``: time and memory tables, the targets, what one step runs, what was skipped."""
+"""``bench.md``: time and memory tables, the extra benchmarks' sections, the targets, what one
+step runs, what was skipped."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from .extras import EXTRAS
 from .method_table import BENCH_METHODS
 from .performance_targets import TargetResult
 from .records import BenchRecord, find_record
 from .step_cases import MODES
 
-__all__ = ["markdown_report", "quantity_table", "targets_table"]
+__all__ = ["extra_section", "markdown_report", "quantity_table", "targets_table"]
 
 _MODE_TITLES = {"train": "training (forward + backward)", "inference": "inference (forward)"}
 _PAIRED_NOTE = (
     "A paired ratio re-measures a time ratio with both sides built in one fresh process and "
-    "their steps alternated, so load from elsewhere on the machine falls on both alike: the "
-    "median of the rounds' ratios, the middle half of them in parentheses. Where there is one, "
-    "the result reads it rather than the table's ratio of two processes run minutes apart."
+    "their steps alternated (the extra benchmarks' rows were measured so), so load from "
+    "elsewhere on the machine falls on both alike: the median of the rounds' ratios, the middle "
+    "half of them in parentheses. Where there is one, the result reads it rather than the "
+    "table's ratio of the two sides' medians."
 )
 
 
@@ -29,6 +32,8 @@ _MEMORY = ("- Memory: extra memory of one step over the inputs and weights alrea
 
 
 def _number(value: float) -> str:
+    if 0 < abs(value) < 0.01:
+        return f"{value:.1e}"
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
@@ -43,7 +48,8 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
 
 
 def _ordered(values: list[str], order: tuple[str, ...]) -> list[str]:
-    return sorted(set(values), key=lambda v: order.index(v) if v in order else len(order))
+    """The distinct ``values`` in ``order``; those not in it last, as they first appear."""
+    return sorted(dict.fromkeys(values), key=lambda v: order.index(v) if v in order else len(order))
 
 
 def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
@@ -70,10 +76,13 @@ def targets_table(results: list[TargetResult]) -> str:
         if isinstance(paired, float):
             spread = result.paired_spread
             paired = f"{paired:.2f}" + (" ({:.2f}–{:.2f})".format(*spread) if spread else "")
-        table = "—" if result.ratio is None else f"{result.ratio:.2f}"
+        table = "—" if result.ratio is None else _number(result.ratio)
         verdict = {None: "not measured", True: "pass", False: "**miss**"}[result.passed]
+        required = f"{target.op} {target.bound:g}"
+        if target.op == "info":
+            required, verdict = "—", "information" if result.ratio is not None else verdict
         lines.append(f"| {target.name} | {result.mode} | {table} | {paired} "
-                     f"| {target.op} {target.bound:g} | {verdict} |")
+                     f"| {required} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -99,21 +108,40 @@ def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -
     return lines
 
 
+def extra_section(name: str, records: list[BenchRecord]) -> list[str]:
+    """The section of extra benchmark ``name``: its rows' median times, a table per mode
+    (× a row's baseline), and the compiled rows' compile times."""
+    extra = EXTRAS[name]
+    rows = [r for r in records if r.method.startswith(extra.prefix)]
+    lines = [f"## {extra.title}", ""]
+    for mode in _ordered([r.mode for r in rows if r.measured], ()):
+        lines += [f"Mode `{mode}`:", "", quantity_table(rows, "median_ms", mode), ""]
+    compiled = [f"- {r.method}, N={r.N}: compiled in {r.compile_s:.1f} s; outputs within "
+                f"{r.max_abs_diff:.1e} of eager's" for r in rows if r.compile_s is not None]
+    return lines + ([*compiled, ""] if compiled else [])
+
+
 def markdown_report(
     records: list[BenchRecord], results: list[TargetResult], machine: dict[str, Any], command: str
 ) -> str:
     """The whole run as one markdown document."""
-    lines = ["# filterformer bench", "", *_header(machine, command, records), ""]
+    main = [r for r in records if r.method in BENCH_METHODS]
+    lines = ["# filterformer bench", "", *_header(machine, command, main), ""]
     for quantity, title in (("median_ms", "Time per step (median ms"),
                             ("peak_mb", "Extra memory per step (MiB")):
-        for mode in _ordered([r.mode for r in records], MODES):
+        for mode in _ordered([r.mode for r in main], MODES):
             lines += [f"## {title}, {_MODE_TITLES[mode]}; × baseline in parentheses)", "",
-                      quantity_table(records, quantity, mode), ""]
+                      quantity_table(main, quantity, mode), ""]
+    for name, extra in EXTRAS.items():
+        if any(r.method.startswith(extra.prefix) for r in records):
+            lines += extra_section(name, records)
     lines += ["## Targets", "", targets_table(results), ""]
     if any(r.paired is not None for r in results):
         lines += [_PAIRED_NOTE, ""]
     lines += ["## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
     lines += [f"| {n} | {BENCH_METHODS[n].level} | {BENCH_METHODS[n].timed} |"
-              for n in _ordered([r.method for r in records], tuple(BENCH_METHODS))]
+              for n in _ordered([r.method for r in main], tuple(BENCH_METHODS))]
+    extra_rows = {r.method: r for r in records if r.method not in BENCH_METHODS and r.notes}
+    lines += [f"| {n} | {r.level} | {r.notes} |" for n, r in extra_rows.items()]
     skipped = [f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}" for r in records if not r.measured]
     return "\n".join(lines + (["", "## Skipped", "", *skipped] if skipped else [])) + "\n"

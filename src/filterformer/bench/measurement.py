@@ -121,7 +121,7 @@ def measure_config(config: BenchConfig) -> BenchRecord:
     """Measure ``config`` in this process (a fresh one, for the CPU memory figure); a missing
     peer library, a length past the method's ``longest`` or steps past ``limit_s`` give a
     skipped record."""
-    longest = get_method(config.method).longest
+    longest = get_method(config.method).longest.get(config.mode)
     if longest is not None and longest < config.N:
         return make_record(config, skipped=f"not run past N={longest} (explicit N×N matrices)")
     try:

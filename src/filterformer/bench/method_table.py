@@ -7,7 +7,7 @@ and ``model-softmax`` (ours with x-transformers' ``Encoder``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -28,14 +28,14 @@ class BenchMethod:
     """One benchmarked method: its ``name`` (command line, ``bench.json``), ``level`` (``kernel``,
     ``module``, ``model``), what one step runs (``timed``), its cases (``build``), the method it
     is compared with (``baseline``) and, where its memory grows too fast to try, the ``longest``
-    N a run measures."""
+    N a run measures in each mode."""
 
     name: str
     level: str
     timed: str
     build: CaseBuilder
     baseline: str | None = None
-    longest: int | None = None
+    longest: dict[str, int] = field(default_factory=dict)
 
 
 def explicit_gfsa(
@@ -115,8 +115,10 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     BenchMethod(name="gfsa-efficient", level="kernel", baseline="sdpa",
                 build=_gfsa(base="efficient"), timed=f"gfsa(K={GFSA_ORDER}, base='efficient'): "
                 "powers of Efficient Attention, O(N·d²)"),
-    # Its two (B, h, N, N) matrices alone take 16 GiB at N=16384 (B=2, h=4).
-    BenchMethod(name="gfsa-explicit", level="kernel", baseline="sdpa", longest=4096,
+    # Its forward holds about five (B, h, N, N) float32 matrices at once: 2 GiB each at N=8192
+    # (B=2, h=4), 10 GiB in all; 40 GiB at N=16384. Training keeps more for the backward.
+    BenchMethod(name="gfsa-explicit", level="kernel", baseline="sdpa",
+                longest={"train": 4096, "inference": 8192},
                 build=kernel_case(partial(explicit_gfsa, K=GFSA_ORDER), coefficients=True),
                 timed="the GFSA authors' formulation: A = softmax(QKᵀ/√d) and A·A materialised, "
                 "H̃ = w0·I + w1·A + wK·(A + (K−1)(A·A − A)), H̃V"),

@@ -3,25 +3,26 @@
 The table's configurations run in their own processes, minutes apart, and a burst of other work
 on a shared machine moves one by tens of percent. A paired check builds both sides of a ratio
 in one fresh process and alternates their steps in rounds (:mod:`filterformer.timing`), so
-drifts in load fall on both alike; the median of the rounds' ratios decides the verdict.
+drifts in load fall on both alike; the median of the rounds' ratios decides the verdict. The
+extra benchmarks' rows were measured so already (:func:`~.performance_targets.evaluate_targets`
+reads their rounds), and are not measured again.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from ..timing import alternate_rounds, round_means, round_orders, steps_per_round
+from ..timing import PairedStepTimes, paired_step_times, steps_per_round
 from .fresh_process import WorkerFailed, run_isolated
 from .measurement import BenchConfig, prepare_case, reuse_freed_memory
 from .performance_targets import TargetResult
 from .records import BenchRecord, find_record
 from .step_cases import BenchShape
 
-__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_results", "round_ratios"]
+__all__ = ["PAIRED_CHOICES", "close_call", "measure_pair", "paired_results"]
 
 #: ``auto``: only targets whose ratio is within a factor :data:`CLOSE_CALL` of the bound.
 PAIRED_CHOICES = ("auto", "all", "none")
@@ -30,29 +31,22 @@ MIN_ROUNDS, MAX_ROUNDS = 5, 15
 
 
 def close_call(result: TargetResult) -> bool:
-    """Whether the ratio is near enough to the bound that noise could flip the verdict."""
-    if result.ratio is None:
+    """Whether the ratio is near enough to the bound that noise could flip the verdict (an
+    information row has none)."""
+    if result.ratio is None or result.target.op == "info":
         return False
     return abs(math.log(result.ratio / result.target.bound)) < math.log(CLOSE_CALL)
 
 
 def measure_pair(first: BenchConfig, second: BenchConfig, *, rounds: int,
-                 steps: tuple[int, int]) -> list[list[float]]:
+                 steps: tuple[int, int]) -> PairedStepTimes:
     """In this process (a fresh one), alternate two configurations' steps for ``rounds`` rounds,
-    ``steps[i]`` each a round; per side, its step times (ms) in the order they were taken."""
+    ``steps[i]`` each a round, after one warm-up round under the timed steps' heap policy."""
     cases = [prepare_case(config) for config in (first, second)]
     if first.device == "cpu":
         reuse_freed_memory()
-    for case in cases:  # warm-up, under the timed steps' heap policy
-        case.step()
-    return alternate_rounds([case.step for case in cases], steps, round_orders(2, rounds),
-                            prepare=lambda side, _: cases[side].reset())
-
-
-def round_ratios(times: list[list[float]], steps: tuple[int, int]) -> list[float]:
-    """Each round's ratio of the first side's mean step to the second's (``measure_pair``'s)."""
-    first, second = round_means(times, steps)
-    return [a / b for a, b in zip(first, second, strict=True)]
+    return paired_step_times([case.step for case in cases], rounds=rounds, repeats=steps,
+                             prepare=lambda side, _: cases[side].reset())
 
 
 def paired_results(
@@ -70,7 +64,8 @@ def paired_results(
     for result in results:
         target = result.target
         timed = result.ratio is not None and target.numerator.quantity == "median_ms"
-        if which == "none" or not timed or (which == "auto" and not close_call(result)):
+        if (which == "none" or not timed or result.paired is not None
+                or (which == "auto" and not close_call(result))):
             checked.append(result)
             continue
         sides = (target.numerator, target.denominator)
@@ -87,9 +82,7 @@ def paired_results(
             checked.append(replace(result, paired=str(err)))
             shown = str(err)
         else:
-            ratios = round_ratios(times, steps)
-            paired = statistics.median(ratios)
-            low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+            paired, low, high = times.ratio(0, 1)
             checked.append(replace(result, paired=paired, paired_spread=(low, high)))
             shown = f"{paired:.3f} (middle half of the rounds {low:.3f}–{high:.3f})"
         if log is not None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..jsonsafe import finite_json, reject_unknown_fields
+import torch
 
-__all__ = ["BenchRecord", "find_record", "load_records", "save_records"]
+from ..jsonsafe import finite_json, reject_unknown_fields
+from ..timing import PairedStepTimes
+
+__all__ = ["BenchRecord", "find_record", "load_records", "round_records", "save_records"]
 
 
 @dataclass
@@ -18,7 +22,10 @@ class BenchRecord:
     """One configuration's result: the median time of a step (ms) and its extra memory (MiB,
     measured as ``memory`` says), or why it was ``skipped``; the sizes (``dim`` is d, ``width``
     D for modules and models), every timed block's mean step, the threads and CPU heap while
-    timing, the method's level and baseline, and what one step runs (``notes``)."""
+    timing, the method's level and baseline, and what one step runs (``notes``). Rows alternated
+    in rounds in one process (:func:`round_records`) share a ``round_group`` and hold their mean
+    steps round by round in ``times_ms``; a compiled step adds its ``compile_s`` and the
+    ``max_abs_diff`` of its outputs from eager's."""
 
     method: str
     N: int
@@ -38,10 +45,26 @@ class BenchRecord:
     allocator: str | None = None
     skipped: str | None = None
     notes: str = ""
+    round_group: str | None = None
+    compile_s: float | None = None
+    max_abs_diff: float | None = None
 
     @property
     def measured(self) -> bool:
         return self.skipped is None and self.median_ms is not None
+
+
+def round_records(times: PairedStepTimes, rows: Sequence[dict[str, Any]], *,
+                  per_step: int = 1) -> list[BenchRecord]:
+    """One record per side of ``times``: ``rows[side]`` (``method``, ``N``, ``mode``,
+    ``device``, sizes, …) with its median step and its rounds' mean steps, in ms over
+    ``per_step`` (e.g. the tokens a step decodes), in one ``round_group``."""
+    group = "{method} N={N} {mode}".format(**rows[0])
+    return [BenchRecord(**row, median_ms=median_s * 1e3 / per_step, round_group=group,
+                        times_ms=[s * 1e3 / per_step for s in rounds],
+                        threads=torch.get_num_threads())
+            for row, median_s, rounds in zip(rows, times.median_s, times.round_step_s,
+                                             strict=True)]
 
 
 def save_records(records: list[BenchRecord], path: str | Path) -> Path:

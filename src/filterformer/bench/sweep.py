@@ -1,6 +1,7 @@
-"""A whole run: every (method, mode, N) measured in a fresh process, the targets checked and
-:data:`OUTPUT_FILES` written. What will not fit is skipped with its reason, not crashed: once a
-length is not measured, the method's longer ones in that mode are not run."""
+"""A whole run: every (method, mode, N) measured in a fresh process, then the extra benchmarks
+(:mod:`.extras`) each in one, the targets checked and :data:`OUTPUT_FILES` written. What will not
+fit is skipped with its reason, not crashed: once a length is not measured, the method's longer
+ones in that mode are not run."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from typing import Any
 import torch
 
 from ..jsonsafe import finite_json
+from .extras import EXTRAS
 from .fresh_process import WorkerFailed, run_isolated
 from .markdown_report import markdown_report
 from .measurement import BenchConfig, make_record, measure_config
-from .method_table import get_method, method_names
+from .method_table import BENCH_METHODS, get_method, method_names
 from .paired_check import paired_results
 from .performance_targets import evaluate_targets, target_configurations
 from .records import BenchRecord, save_records
@@ -35,6 +37,8 @@ DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the C
 #: A full run's lengths (to which it adds those the targets read, e.g. AGF at 2048).
 DEFAULT_LENGTHS = (256, 1024, 4096, 16384)
 QUICK_LENGTHS = (32, 64)
+#: The time an extra benchmark may take in its worker (a full CPU run compiles for minutes).
+EXTRA_LIMIT_S = 4 * 3600.0
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png", "machine.json", "targets.json")
 
 
@@ -51,7 +55,8 @@ def resolve_device(device: str) -> str:
 class BenchSettings:
     """A whole run: what runs, where, at which sizes; each configuration's timed steps and time
     limit (see :class:`~.measurement.BenchConfig`; ``target_limit_s`` for those a target reads);
-    and whether to add the lengths the targets read."""
+    whether to add the lengths the targets read; the extra benchmarks to run after the methods
+    (names of :data:`~.extras.EXTRAS`), at tiny sizes where ``quick_extras``."""
 
     methods: tuple[str, ...] = field(default_factory=method_names)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
@@ -61,8 +66,10 @@ class BenchSettings:
     repeats: int = 3
     min_run_s: float = 0.5
     limit_s: float = 30.0
-    target_limit_s: float = 180.0
+    target_limit_s: float = 900.0
     target_lengths: bool = False
+    extras: tuple[str, ...] = ()
+    quick_extras: bool = False
 
     def __post_init__(self) -> None:
         for name in self.methods:
@@ -75,6 +82,8 @@ class BenchSettings:
             raise ValueError("methods, lengths and modes must each name at least one value")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1; got {self.repeats}")
+        if any(name not in EXTRAS for name in self.extras):
+            raise ValueError(f"extras must be among {', '.join(EXTRAS)}; got {self.extras!r}")
 
 
 def measure_in_fresh_process(config: BenchConfig) -> BenchRecord:
@@ -89,11 +98,19 @@ def measure_in_fresh_process(config: BenchConfig) -> BenchRecord:
     return record
 
 
+def _log_line(record: BenchRecord) -> str:
+    shown = f"skipped: {record.skipped}" if not record.measured else f"{record.median_ms:10.2f} ms"
+    if record.peak_mb is not None:
+        shown += f"  {record.peak_mb:9.1f} MiB"
+    return f"{record.method:<24} N={record.N:<6} {record.mode:<9} {shown}"
+
+
 def run_benchmarks(
     settings: BenchSettings, log: Callable[[str], None] | None = None
 ) -> list[BenchRecord]:
     """Every (method, mode, N) of ``settings``, shortest N first, measured or skipped with its
-    reason; ``log`` gets a line per configuration as it finishes."""
+    reason, then the records of the extra benchmarks it names, each run in a fresh process (one
+    that fails gives a record named after it saying why); ``log`` gets a line per record."""
     device, targeted = resolve_device(settings.device), target_configurations()
     records = []
     for name, mode in itertools.product(settings.methods, settings.modes):
@@ -111,9 +128,16 @@ def run_benchmarks(
             unmeasured = unmeasured or (None if record.measured else N)
             records.append(record)
             if log is not None:
-                shown = (f"{record.median_ms:10.2f} ms  {record.peak_mb:9.1f} MiB"
-                         if record.measured else f"skipped: {record.skipped}")
-                log(f"{name:<20} N={N:<6} {mode:<9} {shown}")
+                log(_log_line(record))
+    for name in settings.extras:
+        try:
+            rows = run_isolated(partial(EXTRAS[name].run, settings.quick_extras, device),
+                                timeout_s=EXTRA_LIMIT_S)
+        except WorkerFailed as err:
+            rows = [BenchRecord(method=name, N=0, mode="extra", device=device, skipped=str(err))]
+        records += rows
+        for record in rows if log is not None else ():
+            log(_log_line(record))
     return records
 
 
@@ -168,8 +192,9 @@ def run_and_write(
                 "bound": r.target.bound, "paired": r.paired, "paired_spread": r.paired_spread,
                 "passed": r.passed} for r in results]
     (directory / "targets.json").write_text(json.dumps(finite_json(targets), indent=1) + "\n")
-    if any(r.measured for r in records):
+    main = [r for r in records if r.method in BENCH_METHODS]
+    if any(r.measured for r in main):
         from .figures import plot_records  # matplotlib loads only here, never in the workers
 
-        plot_records(records, directory / "bench.png")
+        plot_records(main, directory / "bench.png")
     return report

@@ -2,7 +2,8 @@
 
 Writes bench.json (one record per method, N and mode), bench.md (tables, targets, what each step
 runs, what was skipped and why), bench.png (log-log plots), targets.json and machine.json to
---output. Each configuration runs in its own process, so its peak-memory figure is its own.
+--output. Each configuration runs in its own process, so its peak-memory figure is its own; then
+the extra benchmarks (--extras) add their rows, each benchmark in one process.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import shlex
 from pathlib import Path
 
 from ..bench import BENCH_METHODS, MODES, BenchSettings, BenchShape, method_names, run_and_write
+from ..bench.extras import EXTRAS, QUICK_EXTRAS
 from ..bench.paired_check import PAIRED_CHOICES
 from ..bench.sweep import DEFAULT_LENGTHS, DEVICES, OUTPUT_FILES, QUICK_LENGTHS
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
 #: The options the report's command line repeats where they differ from the defaults.
-_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "device", "paired")
+_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "device", "paired", "extras",
+           "compile")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,11 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="re-measure time targets with both sides alternated in one process: those within "
         "25%% of their bound (auto, default), all, or none; a target's verdict reads its "
         "paired ratio where one was measured")
+    add("--extras", nargs="+", choices=(*EXTRAS, "none"), metavar="NAME",
+        help=f"extra benchmarks to run after the methods: {', '.join(EXTRAS)}, or none "
+        f"(default: all; --quick: {' '.join(QUICK_EXTRAS)})")
+    add("--compile", action="store_true",
+        help="add the compiled-step benchmark (torch.compile against eager training steps), "
+        "which a full run includes and --quick leaves out")
     add("--list", action="store_true", help="list the methods and exit")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The :class:`~filterformer.bench.BenchSettings` the command line asks for."""
+    extras = set(args.extras or (QUICK_EXTRAS if args.quick else EXTRAS)) | (
+        {"compiled"} if args.compile else set())
     return BenchSettings(
         methods=tuple(args.methods or method_names()),
         lengths=tuple(args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)),
@@ -50,6 +61,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         shape=BenchShape.quick() if args.quick else BenchShape(),
         repeats=(2 if args.quick else 3) if args.repeats is None else args.repeats,
         min_run_s=0.02 if args.quick else 0.5, target_lengths=not (args.lengths or args.quick),
+        extras=tuple(name for name in EXTRAS if name in extras), quick_extras=args.quick,
     )
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 
 from ..checks import check_writable_directory
 from ..jsonsafe import finite_json
@@ -174,6 +175,8 @@ class Trainer:
         self.pending = {"loss_sum": 0.0, "count": 0}
         if resume:
             self._resume()
+        #: The step this session started from (``stop_after`` counts from it).
+        self.session_start = self.step
         self.log = MetricsLog(
             self.run_dir, enabled=self.context.is_main, resume_step=self.step if resume else None
         )
@@ -329,51 +332,59 @@ class Trainer:
         with TrainProgress(label, self.total_steps, initial=self.step,
                            steps_per_epoch=self.steps_per_epoch,
                            enabled=config.progress and self.context.is_main) as progress:
-            session_start = self.step
             while self.step < self.total_steps:
-                if self._train_epoch(progress, session_start):
-                    return True
+                for batch in self.epoch_batches():
+                    if self.train_batch(batch, progress):
+                        return True
+                    if self.step == self.total_steps:
+                        return False
             return False
 
-    def _train_epoch(self, progress: TrainProgress, session_start: int) -> bool:
-        """Train to the end of the current epoch; True when ``stop_after`` stopped the run."""
+    def epoch_batches(self) -> DataLoader:
+        """This process's collated batches for the rest of the current epoch, in the order
+        :func:`~filterformer.training.batches.training_batches` fixes for (seed, epoch)."""
         config, context = self.config, self.context
         batches = training_batches(
             self.task.train, config.batch_size, epoch=self.epoch, seed=config.seed,
             rank=context.rank, world_size=context.world_size, skip=self.epoch_step,
         )
-        loader = make_loader(self.task.train, batches, self.task.collate,
-                             num_workers=config.num_workers, seed=config.seed + self.epoch,
-                             pin_memory=self.device.type == "cuda")
-        for batch in loader:
-            lr = self.scheduler.get_last_lr()[0]
-            loss, grad_norm = self._train_step(batch)
-            self.step += 1
-            self.epoch_step += 1
-            self.pending["loss_sum"] += loss
-            self.pending["count"] += 1
-            progress.advance(loss)
-            end_of_epoch = self.epoch_step == self.steps_per_epoch
-            if end_of_epoch:
-                self.epoch, self.epoch_step = self.epoch + 1, 0
-            last = self.step == self.total_steps
-            if self.step % config.log_every == 0 or last:
-                self._log_train(lr, grad_norm)
-            validate = last or (
-                end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
-            )
-            if validate:
-                progress.validated(self.selection_metric, self._validate()[self.selection_metric])
-            stop = (config.stop_after is not None and not last
-                    and self.step - session_start >= config.stop_after)
-            periodic = config.checkpoint_every and self.step % config.checkpoint_every == 0
-            if validate or stop or periodic:
-                self._save_last()
-            if stop:
-                return True
-            if last:
-                return False
-        return False
+        return make_loader(self.task.train, batches, self.task.collate,
+                           num_workers=config.num_workers, seed=config.seed + self.epoch,
+                           pin_memory=self.device.type == "cuda")
+
+    def train_batch(self, batch: dict[str, Any], progress: TrainProgress) -> bool:
+        """One pass of the loop on ``batch`` (from :meth:`epoch_batches`): the optimiser step,
+        then the loss kept for the next training record, ``progress``, the record every
+        ``log_every`` steps, and validation and checkpoints when they are due.
+
+        Returns:
+            True when ``stop_after`` stops the run at this step.
+        """
+        config = self.config
+        lr = self.scheduler.get_last_lr()[0]
+        loss, grad_norm = self._train_step(batch)
+        self.step += 1
+        self.epoch_step += 1
+        self.pending["loss_sum"] += loss
+        self.pending["count"] += 1
+        progress.advance(loss)
+        end_of_epoch = self.epoch_step == self.steps_per_epoch
+        if end_of_epoch:
+            self.epoch, self.epoch_step = self.epoch + 1, 0
+        last = self.step == self.total_steps
+        if self.step % config.log_every == 0 or last:
+            self._log_train(lr, grad_norm)
+        validate = last or (
+            end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
+        )
+        if validate:
+            progress.validated(self.selection_metric, self._validate()[self.selection_metric])
+        stop = (config.stop_after is not None and not last
+                and self.step - self.session_start >= config.stop_after)
+        periodic = config.checkpoint_every and self.step % config.checkpoint_every == 0
+        if validate or stop or periodic:
+            self._save_last()
+        return stop
 
     def _load_best(self) -> None:
         """Put the best checkpoint's weights into the model (rank 0 reads, all receive)."""

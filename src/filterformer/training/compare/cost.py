@@ -4,7 +4,7 @@ Runs trained one after another on a shared machine meet different loads, so thei
 step times compare moments, not methods. After training, :func:`measure_cost` builds, for each
 seed, every method's model in this one process (with the run's seed, its AdamW optimiser and the
 same few training batches) and alternates their training steps in rounds, as the benchmark's
-paired check does (:mod:`filterformer.timing`):
+paired check does (:func:`filterformer.timing.paired_step_times`):
 
 - warm-up rounds of one step per method come first; they are not reported, and each method's
   fastest warm-up step sets how many steps it runs per round, so that a method with a short step
@@ -31,22 +31,13 @@ to measure again.
 from __future__ import annotations
 
 import json
-import statistics
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ...timing import (
-    StepTimer,
-    alternate_rounds,
-    round_means,
-    round_orders,
-    steps_per_round,
-    time_step,
-)
+from ...timing import PairedStepTimes, StepTimer, paired_step_times, time_step
 from ..batches import make_loader, training_batches
 from ..compilation import compile_model, mark_sequence_dynamic
 from ..distributed import setup_distributed
@@ -59,68 +50,15 @@ from .comparison_config import CompareConfig
 
 __all__ = [
     "COST_FILE",
-    "PairedStepTimes",
     "TrainingStep",
     "cost_note",
     "measure_cost",
-    "paired_step_times",
     "training_inputs",
     "with_step_times",
 ]
 
 #: The cached measurement, in the comparison directory.
 COST_FILE = "cost.json"
-
-
-@dataclass
-class PairedStepTimes:
-    """One paired measurement of several training steps.
-
-    Attributes:
-        steps_per_round: per side, the steps it ran in each round.
-        round_step_s: per side, its mean step time in each round (seconds), in round order.
-    """
-
-    steps_per_round: list[int]
-    round_step_s: list[list[float]]
-
-    @property
-    def median_s(self) -> list[float]:
-        """Per side, the median over rounds of its mean step (seconds)."""
-        return [statistics.median(rounds) for rounds in self.round_step_s]
-
-
-def paired_step_times(
-    steps: Sequence[Callable[[], None]],
-    *,
-    rounds: int,
-    warmup_steps: int,
-    timer: StepTimer,
-    prepare: Callable[[int, int], None] | None = None,
-) -> PairedStepTimes:
-    """Alternate ``steps`` in rounds and take each one's time per step.
-
-    Args:
-        steps: one training step per side (method).
-        rounds: timed rounds (>= 1), in the orders of
-            :func:`~filterformer.timing.round_orders`.
-        warmup_steps: untimed rounds of one step per side first (>= 1); each side's fastest
-            warm-up step sets its steps per round
-            (:func:`~filterformer.timing.steps_per_round`).
-        timer: runs a step once and returns its time in ms
-            (:func:`~filterformer.timing.time_step`).
-        prepare: ``prepare(side, round)`` runs before each step, outside the timed region
-            (warm-up rounds are numbered from 0 as well).
-    """
-    if rounds < 1 or warmup_steps < 1:
-        raise ValueError(f"rounds and warmup_steps must be >= 1; got {rounds} and {warmup_steps}")
-    sides = len(steps)
-    warm = alternate_rounds(steps, [1] * sides, round_orders(sides, warmup_steps), timer,
-                            prepare=prepare)
-    repeats = steps_per_round(*(min(times) for times in warm))
-    times = alternate_rounds(steps, repeats, round_orders(sides, rounds), timer, prepare=prepare)
-    means_ms = round_means(times, repeats)
-    return PairedStepTimes(list(repeats), [[ms / 1e3 for ms in side] for side in means_ms])
 
 
 class TrainingStep:
