@@ -22,3 +22,18 @@ def _one_thread():
 def _seed_per_test(request: pytest.FixtureRequest) -> None:
     """Seed torch from the test's id: reproducible, and different inputs for every test."""
     torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def compile_counter(monkeypatch):
+    """Counts the graphs ``compile_model`` compiles (on ``aot_eager``), from a clean TorchDynamo
+    cache."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from filterformer.training import compilation
+
+    torch._dynamo.reset()
+    backend = CompileCounterWithBackend("aot_eager")
+    monkeypatch.setattr(compilation, "BACKEND", backend)
+    yield backend
+    torch._dynamo.reset()

