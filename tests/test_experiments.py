@@ -38,3 +38,11 @@ def test_comparison_builds_and_steps_every_method(path, monkeypatch):
     losses = dry_run(config, echo=lambda line: None)
     assert list(losses) == list(config.methods)
     assert all(math.isfinite(loss) and loss > 0 for loss in losses.values())
+
+
+def test_the_readme_time_table_is_the_one_the_results_give():
+    """experiments/README.md's measured times are scripts/experiment_times.py's output."""
+    import runpy
+
+    script = runpy.run_path(str(EXPERIMENTS.parent / "scripts" / "experiment_times.py"))
+    assert script["time_table"]() in (EXPERIMENTS / "README.md").read_text()
