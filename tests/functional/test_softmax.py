@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from filterformer.functional import attend, attention_matrix, causal_mask
+from filterformer.functional import attend, attention_matrix, causal_mask, sdpa_mask
 
 from .reference import explicit_attention, relative_error
 
@@ -32,6 +32,22 @@ def test_decoding_queries_see_the_cached_past():
     full = attend(q, k, v, is_causal=True)
     last_two = attend(q[..., 4:, :], k, v, is_causal=True)
     torch.testing.assert_close(last_two, full[..., 4:, :], rtol=1e-12, atol=1e-12)
+
+
+def test_a_single_decoded_query_needs_no_causal_mask():
+    q, k, v = _qkv(n=6)
+    # Bottom-right aligned, the last query sees every key: SDPA's unmasked path serves it.
+    folded = sdpa_mask(batch=2, heads=2, query_len=1, key_len=6, dtype=q.dtype,
+                       device=q.device, is_causal=True)
+    assert folded == (None, False)
+    full = attend(q, k, v, is_causal=True)
+    torch.testing.assert_close(attend(q[..., 5:, :], k, v, is_causal=True), full[..., 5:, :],
+                               rtol=1e-12, atol=1e-12)
+    padding = torch.ones(2, 6, dtype=torch.bool)
+    padding[1, :2] = False
+    expected = explicit_attention(q, k, key_padding=padding, causal=True)[..., 5:, :] @ v
+    out = attend(q[..., 5:, :], k, v, key_padding_mask=padding, is_causal=True)
+    assert relative_error(out, expected) < 1e-12
 
 
 def test_rows_without_keys_are_zero_with_finite_gradients():

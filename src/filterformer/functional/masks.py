@@ -161,6 +161,8 @@ def sdpa_mask(
     A causal request alone on a square problem stays a flag (so fused kernels keep their fast
     path); with other masks, with fewer queries than keys (decoding), or when
     ``explicit_causal`` asks for it, it is materialised as a bottom-right aligned boolean mask.
+    A single query masks nothing causally (bottom-right aligned, it sits after every key), so
+    decoding one token at a time keeps SDPA's unmasked path and skips the dead-row check.
     A float mask comes back in ``dtype`` (SDPA refuses a float64 or half-precision mask beside
     queries of another dtype), its masked entries already ``-inf``.
     """
@@ -172,6 +174,8 @@ def sdpa_mask(
     if key_padding_mask is not None:
         key_padding_mask = check_key_padding_mask(key_padding_mask, batch, key_len)
         attn_mask = combine_masks(key_padding_to_attn_mask(key_padding_mask), attn_mask, dtype)
+    if is_causal and query_len == 1 <= key_len:
+        is_causal = False
     if is_causal and (explicit_causal or attn_mask is not None or query_len != key_len):
         attn_mask = combine_masks(causal_mask(query_len, key_len, device), attn_mask, dtype)
         is_causal = False
