@@ -50,6 +50,36 @@ def test_a_single_decoded_query_needs_no_causal_mask():
     assert relative_error(out, expected) < 1e-12
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("masking", ["none", "causal", "padding+causal", "decoding"])
+def test_grouped_keys_and_values_equal_their_repeated_heads(dtype, masking):
+    q = torch.randn(2, 6, 7, 4, dtype=dtype)
+    k, v = (torch.randn(2, 2, 7, 4, dtype=dtype) for _ in range(2))
+    padding = torch.ones(2, 7, dtype=torch.bool)
+    padding[1, 5:] = False
+    options = {
+        "none": {}, "causal": {"is_causal": True}, "decoding": {"is_causal": True},
+        "padding+causal": {"is_causal": True, "key_padding_mask": padding},
+    }[masking]
+    if masking == "decoding":
+        q = q[..., 6:, :]
+    # query heads 0-2 read key/value head 0, heads 3-5 head 1, as repeat_interleave lays out.
+    k6, v6 = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
+    expected = attend(q, k6, v6, **options)
+    tolerance = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {}
+    torch.testing.assert_close(attend(q, k, v, **options), expected, **tolerance)
+    # values with a value per query head (GFSA's later powers) beside grouped keys
+    torch.testing.assert_close(attend(q, k, v6, **options), expected, **tolerance)
+
+
+def test_attend_names_key_heads_that_do_not_divide_the_query_heads():
+    q, k, v = _qkv(h=4)
+    with pytest.raises(ValueError, match="heads must divide"):
+        attend(q, k[:, :3], v[:, :3])
+    with pytest.raises(ValueError, match="batch size"):
+        attend(q, k[:1, :2], v[:1, :2])
+
+
 def test_rows_without_keys_are_zero_with_finite_gradients():
     q, k, v = (t.requires_grad_() for t in _qkv())
     allowed = torch.rand(2, 1, 7, 7) > 0.5

@@ -31,8 +31,11 @@ __all__ = [
 MASKED_SCORE = -1.0e4
 
 
-def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+def check_qkv(q: Tensor, k: Tensor, v: Tensor, *, grouped: bool = False) -> None:
     """Check that q, k, v are ``(B, h, L, d)``, ``(B, h, S, d)``, ``(B, h, S, d_v)``.
+
+    With ``grouped``, k and v may instead have fewer heads than q, each a divisor of h
+    (grouped-query attention: a key/value head serves a group of consecutive query heads).
 
     Raises:
         ValueError: naming the argument whose rank or shape is wrong.
@@ -40,10 +43,21 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"{name} must have shape (B, heads, N, head_dim); got rank {t.dim()}")
-    if q.shape[:2] != k.shape[:2] or k.shape[:2] != v.shape[:2]:
+    (batch, heads, _, _), k_heads, v_heads = q.shape, k.shape[1], v.shape[1]
+    if grouped:
+        shared = (
+            batch == k.shape[0] == v.shape[0]
+            and k_heads > 0 and heads % k_heads == 0
+            and v_heads > 0 and heads % v_heads == 0
+        )
+    else:
+        shared = batch == k.shape[0] == v.shape[0] and heads == k_heads == v_heads
+    if not shared:
+        what = "a batch size, and k's and v's heads must divide q's" if grouped else (
+            "batch and head sizes"
+        )
         raise ValueError(
-            f"q, k, v must share batch and head sizes; got {tuple(q.shape)}, {tuple(k.shape)}, "
-            f"{tuple(v.shape)}"
+            f"q, k, v must share {what}; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share head_dim; got {q.shape[-1]} and {k.shape[-1]}")
