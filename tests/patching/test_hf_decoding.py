@@ -231,6 +231,24 @@ def test_cached_powers_crop_as_transformers_caches_do():
         assert store.length == length and store.power(1).shape[-2] == length
 
 
+def test_kept_keys_follow_crops_and_reorders_across_decoding_steps():
+    store = PowerCache()
+    keys = torch.randn(2, 2, 6, 4)
+    for start, end in ((0, 3), (3, 4), (4, 5), (5, 6)):  # a prompt, then one token at a time
+        store.append_key(keys[..., start:end, :])
+        assert store.length == end
+        assert torch.equal(store.last_key, keys[:, :1, end - 1 : end, :])
+    powers = CachedPowers({0: store})
+    powers.crop(-2)
+    assert store.length == 4 and torch.equal(store.last_key, keys[:, :1, 3:4, :])
+    powers.reorder_cache(torch.tensor([1, 0]))
+    store.append_key(keys[[1, 0], :, 4:5, :])
+    assert store.length == 5 and torch.equal(store.last_key, keys[[1, 0], :1, 4:5, :])
+    powers.batch_select_indices(torch.tensor([1]))
+    assert store.last_key.shape == (1, 1, 1, 4)
+    assert torch.equal(store.last_key, keys[:1, :1, 4:5, :])
+
+
 @pytest.mark.skipif(not SDPA_GROUPS, reason="SDPA attends grouped keys from torch 2.5")
 @pytest.mark.parametrize("method", ["neutreno", "gfsa"])
 def test_decoding_attends_grouped_keys_without_a_copy_per_query_head(method, monkeypatch):
