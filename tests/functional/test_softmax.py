@@ -72,6 +72,14 @@ def test_grouped_keys_and_values_equal_their_repeated_heads(dtype, masking):
     torch.testing.assert_close(attend(q, k, v6, **options), expected, **tolerance)
 
 
+def test_grouped_keys_and_values_are_repeated_where_sdpa_cannot_group_them(monkeypatch):
+    q = torch.randn(2, 4, 5, 3, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, 5, 3, dtype=torch.float64) for _ in range(2))
+    grouped = attend(q, k, v, is_causal=True)
+    monkeypatch.setattr("filterformer.functional.softmax.SDPA_GROUPS", False)  # torch < 2.5
+    torch.testing.assert_close(attend(q, k, v, is_causal=True), grouped)
+
+
 def test_attend_names_key_heads_that_do_not_divide_the_query_heads():
     q, k, v = _qkv(h=4)
     with pytest.raises(ValueError, match="heads must divide"):
