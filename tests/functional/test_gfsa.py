@@ -204,3 +204,45 @@ def test_gfsa_names_a_bad_dropout_rate(rate):
     q, k, v, w0, w1, wK = _inputs()
     with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
         gfsa(q, k, v, w0, w1, wK, K=3, dropout_p=rate)
+
+
+class _Powers:
+    """A decoding cache of ``Ā^n V`` (what ``LayerCache.append_power`` does)."""
+
+    def __init__(self) -> None:
+        self.powers: dict[int, torch.Tensor] = {}
+
+    def append_power(self, n, power):
+        past = self.powers.get(n)
+        self.powers[n] = power if past is None else torch.cat([past, power], dim=-2)
+        return self.powers[n]
+
+
+@pytest.mark.parametrize("options", [{}, {"exact_power": True}, {"base": "efficient"}])
+def test_grouped_keys_and_values_equal_their_repeated_heads(options):
+    heads, groups = 4, 2
+    q = torch.randn(B, heads, N, D, dtype=torch.float64)
+    k, v = (torch.randn(B, groups, N, D, dtype=torch.float64) for _ in range(2))
+    w0, w1, wK = (torch.randn(heads, dtype=torch.float64) for _ in range(3))
+    causal = options.get("base") != "efficient"
+    k4, v4 = (t.repeat_interleave(heads // groups, dim=1) for t in (k, v))
+    run = dict(K=3, key_padding_mask=_padding(), is_causal=causal, **options)
+    expected = gfsa(q, k4, v4, w0, w1, wK, **run)
+    torch.testing.assert_close(gfsa(q, k, v, w0, w1, wK, **run), expected)
+    if not causal:
+        return
+    # Decoding the last two positions one by one after a prompt, with the past's powers cached.
+    grouped, repeated = _Powers(), _Powers()
+    gfsa(q[..., :7, :], k[..., :7, :], v[..., :7, :], w0, w1, wK, K=3, is_causal=True,
+         past=grouped, **options)
+    gfsa(q[..., :7, :], k4[..., :7, :], v4[..., :7, :], w0, w1, wK, K=3, is_causal=True,
+         past=repeated, **options)
+    for end in (8, 9):
+        step = dict(K=3, is_causal=True, **options)
+        got = gfsa(q[..., end - 1 : end, :], k[..., :end, :], v[..., :end, :], w0, w1, wK,
+                   past=grouped, **step)
+        want = gfsa(q[..., end - 1 : end, :], k4[..., :end, :], v4[..., :end, :], w0, w1, wK,
+                    past=repeated, **step)
+        torch.testing.assert_close(got, want)
+        full = gfsa(q[..., :end, :], k4[..., :end, :], v4[..., :end, :], w0, w1, wK, **step)
+        torch.testing.assert_close(got, full[..., -1:, :])

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from filterformer.functional import attend, attention_matrix, causal_mask
+from filterformer.functional import attend, attention_matrix, causal_mask, sdpa_mask
 
 from .reference import explicit_attention, relative_error
 
@@ -32,6 +32,60 @@ def test_decoding_queries_see_the_cached_past():
     full = attend(q, k, v, is_causal=True)
     last_two = attend(q[..., 4:, :], k, v, is_causal=True)
     torch.testing.assert_close(last_two, full[..., 4:, :], rtol=1e-12, atol=1e-12)
+
+
+def test_a_single_decoded_query_needs_no_causal_mask():
+    q, k, v = _qkv(n=6)
+    # Bottom-right aligned, the last query sees every key: SDPA's unmasked path serves it.
+    folded = sdpa_mask(batch=2, heads=2, query_len=1, key_len=6, dtype=q.dtype,
+                       device=q.device, is_causal=True)
+    assert folded == (None, False)
+    full = attend(q, k, v, is_causal=True)
+    torch.testing.assert_close(attend(q[..., 5:, :], k, v, is_causal=True), full[..., 5:, :],
+                               rtol=1e-12, atol=1e-12)
+    padding = torch.ones(2, 6, dtype=torch.bool)
+    padding[1, :2] = False
+    expected = explicit_attention(q, k, key_padding=padding, causal=True)[..., 5:, :] @ v
+    out = attend(q[..., 5:, :], k, v, key_padding_mask=padding, is_causal=True)
+    assert relative_error(out, expected) < 1e-12
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("masking", ["none", "causal", "padding+causal", "decoding"])
+def test_grouped_keys_and_values_equal_their_repeated_heads(dtype, masking):
+    q = torch.randn(2, 6, 7, 4, dtype=dtype)
+    k, v = (torch.randn(2, 2, 7, 4, dtype=dtype) for _ in range(2))
+    padding = torch.ones(2, 7, dtype=torch.bool)
+    padding[1, 5:] = False
+    options = {
+        "none": {}, "causal": {"is_causal": True}, "decoding": {"is_causal": True},
+        "padding+causal": {"is_causal": True, "key_padding_mask": padding},
+    }[masking]
+    if masking == "decoding":
+        q = q[..., 6:, :]
+    # query heads 0-2 read key/value head 0, heads 3-5 head 1, as repeat_interleave lays out.
+    k6, v6 = k.repeat_interleave(3, dim=1), v.repeat_interleave(3, dim=1)
+    expected = attend(q, k6, v6, **options)
+    tolerance = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {}
+    torch.testing.assert_close(attend(q, k, v, **options), expected, **tolerance)
+    # values with a value per query head (GFSA's later powers) beside grouped keys
+    torch.testing.assert_close(attend(q, k, v6, **options), expected, **tolerance)
+
+
+def test_grouped_keys_and_values_are_repeated_where_sdpa_cannot_group_them(monkeypatch):
+    q = torch.randn(2, 4, 5, 3, dtype=torch.float64)
+    k, v = (torch.randn(2, 2, 5, 3, dtype=torch.float64) for _ in range(2))
+    grouped = attend(q, k, v, is_causal=True)
+    monkeypatch.setattr("filterformer.functional.softmax.SDPA_GROUPS", False)  # torch < 2.5
+    torch.testing.assert_close(attend(q, k, v, is_causal=True), grouped)
+
+
+def test_attend_names_key_heads_that_do_not_divide_the_query_heads():
+    q, k, v = _qkv(h=4)
+    with pytest.raises(ValueError, match="heads must divide"):
+        attend(q, k[:, :3], v[:, :3])
+    with pytest.raises(ValueError, match="batch size"):
+        attend(q, k[:1, :2], v[:1, :2])
 
 
 def test_rows_without_keys_are_zero_with_finite_gradients():

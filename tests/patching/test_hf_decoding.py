@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from filterformer import patch, patched_parameters
+from filterformer.functional.softmax import SDPA_GROUPS
 from filterformer.patching.state import CachedPowers, PowerCache
 
 from .helpers import DECODERS, VOCAB, hf_inputs, hf_model, randomise_patch
@@ -228,3 +229,46 @@ def test_cached_powers_crop_as_transformers_caches_do():
     for tokens_to_remove, length in ((0, 5), (-2, 3), (2, 2)):  # positive: the length kept
         powers.crop(tokens_to_remove)
         assert store.length == length and store.power(1).shape[-2] == length
+
+
+def test_kept_keys_follow_crops_and_reorders_across_decoding_steps():
+    store = PowerCache()
+    keys = torch.randn(2, 2, 6, 4)
+    for start, end in ((0, 3), (3, 4), (4, 5), (5, 6)):  # a prompt, then one token at a time
+        store.append_key(keys[..., start:end, :])
+        assert store.length == end
+        assert torch.equal(store.last_key, keys[:, :1, end - 1 : end, :])
+    powers = CachedPowers({0: store})
+    powers.crop(-2)
+    assert store.length == 4 and torch.equal(store.last_key, keys[:, :1, 3:4, :])
+    powers.reorder_cache(torch.tensor([1, 0]))
+    store.append_key(keys[[1, 0], :, 4:5, :])
+    assert store.length == 5 and torch.equal(store.last_key, keys[[1, 0], :1, 4:5, :])
+    powers.batch_select_indices(torch.tensor([1]))
+    assert store.last_key.shape == (1, 1, 1, 4)
+    assert torch.equal(store.last_key, keys[:1, :1, 4:5, :])
+
+
+@pytest.mark.skipif(not SDPA_GROUPS, reason="SDPA attends grouped keys from torch 2.5")
+@pytest.mark.parametrize("method", ["neutreno", "gfsa"])
+def test_decoding_attends_grouped_keys_without_a_copy_per_query_head(method, monkeypatch):
+    options = {"neutreno_lambda": 0.4} if method == "neutreno" else {}
+    model = patched_lm("llama", method, **options)
+    config = model.config
+    ids = torch.randint(3, VOCAB, (2, 6))
+    cache = model(ids[:, :5], use_cache=True).past_key_values
+    key_heads = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(query, key, value, *args, **kwargs):
+        key_heads.append((key.shape[1], value.shape[1]))
+        return sdpa(query, key, value, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    model(ids[:, 5:], past_key_values=cache)
+    grouped = (config.num_key_value_heads,) * 2
+    # ĀV: the cache's keys and values as they are; GFSA's Ā²V mixes a value per query head.
+    per_layer = [grouped] if method == "neutreno" else [
+        grouped, (config.num_attention_heads,) * 2,
+    ]
+    assert key_heads == per_layer * config.num_hidden_layers

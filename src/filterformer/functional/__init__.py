@@ -42,7 +42,7 @@ from .sampling import (
     topk_gather,
     topk_split,
 )
-from .softmax import attend, attention_matrix
+from .softmax import attend, attention_matrix, repeat_heads
 
 __all__ = [
     "GFSA_BASES",
@@ -80,6 +80,7 @@ __all__ = [
     "neutreno",
     "polynomial_basis",
     "polynomial_series",
+    "repeat_heads",
     "sampling_mixture",
     "sdpa_mask",
     "topk_gather",

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..checks import check_integer, check_probability
 from .efficient import efficient_feature_maps
 from .masks import check_qkv, key_padding_from_attn_mask
-from .softmax import attend
+from .softmax import attend, repeat_heads
 
 __all__ = [
     "GFSA_BASES",
@@ -107,7 +107,8 @@ def attention_powers(
     ``Ā`` are 0.
 
     Args:
-        q: ``(B, h, L, d)``; k: ``(B, h, S, d)``; v: ``(B, h, S, d_v)``.
+        q: ``(B, h, L, d)``; k: ``(B, h_kv, S, d)``; v: ``(B, h_kv, S, d_v)``, where h_kv is h or
+            a divisor of it (grouped-query attention, as in :func:`attend`).
         num_powers: n ≥ 1.
         extend: while decoding (L < S), ``extend(n, y)`` maps the new positions' ``Ā^n V`` to its
             values at all S key positions (the cached past followed by ``y``). Without it the
@@ -127,7 +128,10 @@ def attention_powers(
             is_causal=is_causal, scale=scale,
         )
         powers.append(power)
-        signal = power if extend is None or n == num_powers else extend(n, power)
+        if n < num_powers:
+            signal = power if extend is None else extend(n, power)
+            # Later signals differ per query head: grouped keys are repeated once for them all.
+            k = repeat_heads(k, q.shape[1])
     return powers
 
 
@@ -175,7 +179,9 @@ def gfsa(
 
     Args:
         q: ``(B, h, L, d)`` queries; ``L = S`` except while decoding with ``past``.
-        k: ``(B, h, S, d)`` keys; v: ``(B, h, S, d_v)`` values (past positions first).
+        k: ``(B, h_kv, S, d)`` keys; v: ``(B, h_kv, S, d_v)`` values (past positions first);
+            h_kv is h or a divisor of it (grouped-query attention, as in
+            :func:`~filterformer.functional.attend`).
         w0, w1, wK: ``(h,)`` filter coefficients per head.
         K: filter order, an integer ≥ 2.
         attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``,
@@ -200,7 +206,7 @@ def gfsa(
             keys without ``past``, a causal, decoding or per-query mask on the efficient base,
             or ``dropout_p`` outside ``[0, 1)``.
     """
-    check_qkv(q, k, v)
+    check_qkv(q, k, v, grouped=True)
     check_order(K)
     check_probability("dropout_p", dropout_p)
     if base not in GFSA_BASES:
@@ -218,14 +224,17 @@ def gfsa(
         if attn_mask is not None:
             padding = key_padding_from_attn_mask(attn_mask, q.shape[0], key_len)
             key_padding_mask = padding if key_padding_mask is None else padding & key_padding_mask
-        powers = efficient_attention_powers(q, k, v, num_powers, key_padding_mask)
+        heads = q.shape[1]
+        powers = efficient_attention_powers(
+            q, repeat_heads(k, heads), repeat_heads(v, heads), num_powers, key_padding_mask
+        )
     else:
         extend = None if past is None else past.append_power
         powers = attention_powers(
             q, k, v, num_powers, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
             is_causal=is_causal, scale=scale, extend=extend,
         )
-    values = v[..., key_len - query_len :, :]
+    values = repeat_heads(v[..., key_len - query_len :, :], q.shape[1])
     out = gfsa_combine(values, powers[0], powers[-1], w0, w1, wK, K=K, exact_power=exact_power)
     return F.dropout(out, dropout_p) if dropout_p > 0 else out
 

@@ -31,8 +31,11 @@ __all__ = [
 MASKED_SCORE = -1.0e4
 
 
-def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+def check_qkv(q: Tensor, k: Tensor, v: Tensor, *, grouped: bool = False) -> None:
     """Check that q, k, v are ``(B, h, L, d)``, ``(B, h, S, d)``, ``(B, h, S, d_v)``.
+
+    With ``grouped``, k and v may instead have fewer heads than q, each a divisor of h
+    (grouped-query attention: a key/value head serves a group of consecutive query heads).
 
     Raises:
         ValueError: naming the argument whose rank or shape is wrong.
@@ -40,10 +43,21 @@ def check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() != 4:
             raise ValueError(f"{name} must have shape (B, heads, N, head_dim); got rank {t.dim()}")
-    if q.shape[:2] != k.shape[:2] or k.shape[:2] != v.shape[:2]:
+    (batch, heads, _, _), k_heads, v_heads = q.shape, k.shape[1], v.shape[1]
+    if grouped:
+        shared = (
+            batch == k.shape[0] == v.shape[0]
+            and k_heads > 0 and heads % k_heads == 0
+            and v_heads > 0 and heads % v_heads == 0
+        )
+    else:
+        shared = batch == k.shape[0] == v.shape[0] and heads == k_heads == v_heads
+    if not shared:
+        what = "a batch size, and k's and v's heads must divide q's" if grouped else (
+            "batch and head sizes"
+        )
         raise ValueError(
-            f"q, k, v must share batch and head sizes; got {tuple(q.shape)}, {tuple(k.shape)}, "
-            f"{tuple(v.shape)}"
+            f"q, k, v must share {what}; got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share head_dim; got {q.shape[-1]} and {k.shape[-1]}")
@@ -161,6 +175,8 @@ def sdpa_mask(
     A causal request alone on a square problem stays a flag (so fused kernels keep their fast
     path); with other masks, with fewer queries than keys (decoding), or when
     ``explicit_causal`` asks for it, it is materialised as a bottom-right aligned boolean mask.
+    A single query masks nothing causally (bottom-right aligned, it sits after every key), so
+    decoding one token at a time keeps SDPA's unmasked path and skips the dead-row check.
     A float mask comes back in ``dtype`` (SDPA refuses a float64 or half-precision mask beside
     queries of another dtype), its masked entries already ``-inf``.
     """
@@ -172,6 +188,8 @@ def sdpa_mask(
     if key_padding_mask is not None:
         key_padding_mask = check_key_padding_mask(key_padding_mask, batch, key_len)
         attn_mask = combine_masks(key_padding_to_attn_mask(key_padding_mask), attn_mask, dtype)
+    if is_causal and query_len == 1 <= key_len:
+        is_causal = False
     if is_causal and (explicit_causal or attn_mask is not None or query_len != key_len):
         attn_mask = combine_masks(causal_mask(query_len, key_len, device), attn_mask, dtype)
         is_causal = False

@@ -9,11 +9,24 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.torch_version import TorchVersion
 
 from ..checks import check_probability
 from .masks import check_qkv, revive_dead_rows, sdpa_mask
 
-__all__ = ["attend", "attention_matrix"]
+__all__ = ["attend", "attention_matrix", "repeat_heads"]
+
+#: Whether SDPA attends grouped keys and values itself (``enable_gqa``, torch 2.5), reading each
+#: key/value head once instead of a copy per query head.
+SDPA_GROUPS = TorchVersion(torch.__version__) >= (2, 5)
+
+
+def repeat_heads(x: Tensor, heads: int) -> Tensor:
+    """``(B, h_kv, S, d)`` -> ``(B, heads, S, d)``: each key/value head repeated for its group of
+    ``heads / h_kv`` consecutive query heads (grouped-query attention); ``x`` itself when
+    ``h_kv = heads``."""
+    repeats = heads // x.shape[1]
+    return x if repeats == 1 else x.repeat_interleave(repeats, dim=1)
 
 
 def _fold_masks(
@@ -54,8 +67,10 @@ def attend(
 
     Args:
         q: ``(B, h, L, d)`` queries.
-        k: ``(B, h, S, d)`` keys.
-        v: ``(B, h, S, d_v)`` values.
+        k: ``(B, h_k, S, d)`` keys.
+        v: ``(B, h_v, S, d_v)`` values. ``h_k`` and ``h_v`` are h, or divisors of it
+            (grouped-query attention, see :func:`repeat_heads`); when they are equal, SDPA reads
+            the groups without copying them.
         attn_mask: bool (True = attend) or additive float mask broadcastable to ``(B, h, L, S)``.
         key_padding_mask: ``(B, S)`` bool, True at real tokens.
         is_causal: causal masking, aligned bottom-right when ``L < S`` (decoding with a cache).
@@ -63,20 +78,28 @@ def attend(
         scale: score scale; ``1/sqrt(d)`` when None.
 
     Returns:
-        ``(B, h, L, d_v)``. Rows in which every key is masked are exactly 0 (never NaN).
+        ``(B, h, L, d_v)``, the same as with k and v repeated to h heads. Rows in which every key
+        is masked are exactly 0 (never NaN).
 
     Raises:
         ValueError: naming the argument: bad ranks or shapes, a bad mask, ``dropout_p`` outside
             ``[0, 1)``.
     """
-    check_qkv(q, k, v)
+    check_qkv(q, k, v, grouped=True)
     check_probability("dropout_p", dropout_p)
     mask, is_causal = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal)
     dead = None
     if mask is not None:
         mask, dead = revive_dead_rows(mask)
+    heads = q.shape[1]
+    grouped = {}
+    if k.shape[1] != heads or v.shape[1] != heads:
+        if SDPA_GROUPS and k.shape[1] == v.shape[1]:
+            grouped["enable_gqa"] = True
+        else:
+            k, v = repeat_heads(k, heads), repeat_heads(v, heads)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **grouped
     )
     if dead is not None:
         out = out.masked_fill(dead, 0.0)

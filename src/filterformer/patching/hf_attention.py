@@ -16,7 +16,14 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional import attend, attention_matrix, gfsa, gfsa_filter, gfsa_response
+from ..functional import (
+    attend,
+    attention_matrix,
+    gfsa,
+    gfsa_filter,
+    gfsa_response,
+    repeat_heads,
+)
 from ..functional.masks import masked_entries
 from ..optim import exclude_from_weight_decay
 from .state import PatchContext, PatchState, PowerCache
@@ -147,12 +154,6 @@ def _sdpa_attention(
     return ALL_ATTENTION_FUNCTIONS["sdpa"](module, query, key, value, attention_mask, **kwargs)
 
 
-def _repeat_heads(x: Tensor, repeats: int) -> Tensor:
-    """``(B, h_kv, S, d)`` -> ``(B, h_kv·repeats, S, d)``: each key/value head serves its group
-    of query heads (grouped-query attention)."""
-    return x if repeats == 1 else x.repeat_interleave(repeats, dim=1)
-
-
 def filterformer_attention(
     module: nn.Module,
     query: Tensor,
@@ -215,8 +216,8 @@ def filterformer_attention(
             f"query heads ({query.shape[1]}) must be a multiple of key/value heads "
             f"({key.shape[1]})"
         )
-    repeats = query.shape[1] // key.shape[1]
-    key, value = _repeat_heads(key, repeats), _repeat_heads(value, repeats)
+    # Keys and values stay grouped: the kernels read each key/value head for its query heads.
+    heads = query.shape[1]
     causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
     # A mask, when given, already holds causality (and padding); without one, the flag does.
     causal = bool(causal) and attention_mask is None
@@ -240,17 +241,21 @@ def filterformer_attention(
         )
     if use_neutreno:
         lam = patch.neutreno_lambda if spec.selects(layer) else None
-        out = context.neutreno(out, value[..., key_len - query_len :, :], lam)
+        values = repeat_heads(value[..., key_len - query_len :, :], heads)
+        out = context.neutreno(out, values, lam)
     maps = None
     if want_maps:
         maps = attention_matrix(
-            query, key, attn_mask=attention_mask, is_causal=causal, scale=scaling
+            query, repeat_heads(key, heads), attn_mask=attention_mask, is_causal=causal,
+            scale=scaling,
         )
         if use_gfsa and query_len == key_len:
             maps = gfsa_filter(
                 maps, patch.w0, patch.w1, patch.wK, K=spec.K, exact_power=spec.exact_power
             )
-    return out.to(query.dtype).transpose(1, 2).contiguous(), maps
+    if out.dtype != query.dtype:
+        out = out.to(query.dtype)
+    return out.transpose(1, 2).contiguous(), maps
 
 
 def _key_padding_form(attention_mask: Tensor | None) -> Tensor | None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
@@ -37,27 +38,39 @@ class PowerCache(LayerCache):
     """One GFSA layer's ``ĀV`` at every position decoded so far (signal ``"power1"``; with
     ``exact_power``, every ``Ā^n V`` up to ``n = K − 1``).
 
-    ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final. The
-    signal ``"key"`` keeps the first key/value head's key at every position, ``(B, 1, T, d)``,
-    against which a decoding cache changed behind the patch's back is detected.
+    ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final. It
+    also keeps the first key/value head's key at every position, ``(B, 1, T, d)``, against which
+    a decoding cache changed behind the patch's back is detected. Only the last of those keys is
+    read while decoding, so they are kept as the chunks appended and joined only when the cache
+    is reordered, cropped or reselected: a decoding step does not copy all of them again.
     """
 
-    KEY = "key"
+    def __init__(self) -> None:
+        super().__init__()
+        self._keys: list[Tensor] = []
+        self._key_length = 0
 
     @property
     def length(self) -> int:
         """The number of positions kept."""
-        key = self.signals.get(self.KEY)
-        return 0 if key is None else key.shape[-2]
+        return self._key_length
 
     def append_key(self, key: Tensor) -> None:
         """Keep the first head of the new positions' keys ``(B, h, L, d)``."""
-        self.append_signal(self.KEY, key[:, :1].detach().clone())
+        if key.shape[-2]:
+            self._keys.append(key[:, :1].detach().clone())
+            self._key_length += key.shape[-2]
 
     @property
     def last_key(self) -> Tensor:
         """The kept ``(B, 1, 1, d)`` key at the last position."""
-        return self.signals[self.KEY][..., -1:, :]
+        return self._keys[-1][..., -1:, :]
+
+    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> None:
+        super().map_tensors(fn)
+        if self._keys:
+            keys = fn(torch.cat(self._keys, dim=-2))
+            self._keys, self._key_length = [keys], keys.shape[-2]
 
 
 class CachedPowers(dict[int, PowerCache]):
