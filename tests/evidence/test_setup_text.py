@@ -36,3 +36,12 @@ def test_provenance_and_method_entries():
     results = _results()
     assert method_text(results, "softmax") == "softmax"
     assert method_text(results, "gfsa-even") == "gfsa-even (gfsa; model.attention_layers=[1, 3, 5])"
+
+
+def test_the_budget_counts_one_epoch_or_step_in_the_singular():
+    for budget, expected in (({"max_steps": None, "epochs": 1}, "1 epoch,"),
+                             ({"max_steps": None, "epochs": 3}, "3 epochs,"),
+                             ({"max_steps": 1}, "1 step,"), ({"max_steps": 40}, "40 steps,")):
+        results = _results()
+        results["budget"].update(budget)
+        assert setup_lines(results)[3].startswith(f"budget: {expected} batch size")

@@ -74,8 +74,9 @@ def _optimizer_text(budget: dict[str, Any]) -> str:
 
 
 def _budget_text(budget: dict[str, Any]) -> str:
-    length = (f"{budget['max_steps']} steps" if budget.get("max_steps") is not None
-              else f"{budget.get('epochs')} epochs")
+    steps, epochs = budget.get("max_steps"), budget.get("epochs")
+    length = (f"{steps} step{'' if steps == 1 else 's'}" if steps is not None
+              else f"{epochs} epoch{'' if epochs == 1 else 's'}")
     return f"{length}, batch size {budget.get('batch_size')}"
 
 

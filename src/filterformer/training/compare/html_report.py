@@ -238,8 +238,9 @@ def render_report(
     if results.get("pretrained"):
         model = (f"pretrained model <b>{html.escape(results['pretrained'])}</b> with the method "
                  "patched in, every parameter fine-tuned")
-    length = (f"{budget['max_steps']} steps" if budget["max_steps"]
-              else f"{budget['epochs']} epochs")
+    max_steps, epochs = budget["max_steps"], budget["epochs"]
+    length = (f"{max_steps} step{'' if max_steps == 1 else 's'}" if max_steps
+              else f"{epochs} epoch{'' if epochs == 1 else 's'}")
     steps = results["runs"][0]["steps"] if results["runs"] else 0
     meta = (
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
