@@ -26,3 +26,20 @@ def test_check_neutreno_lambda_returns_valid_values_as_floats():
     for lam in (0, 0.0, 1, *torch.rand(3, dtype=torch.float64).tolist(), 1.5):
         checked = check_neutreno_lambda(lam)
         assert type(checked) is float and checked == lam
+
+
+@pytest.mark.parametrize("kv_heads", [1, 2, 3])
+def test_grouped_values_equal_values_repeated_to_every_query_head(kv_heads):
+    heads = 6
+    attended = torch.randn(2, heads, 5, 4, dtype=torch.float64)
+    values, first = (torch.randn(2, kv_heads, 5, 4, dtype=torch.float64) for _ in range(2))
+    repeat = lambda t: t.repeat_interleave(heads // kv_heads, dim=1)  # noqa: E731
+    for lam in (0.4, torch.rand(heads, dtype=torch.float64)):
+        expected = neutreno(attended, repeat(values), repeat(first), lam)
+        torch.testing.assert_close(neutreno(attended, values, first, lam), expected)
+
+
+def test_grouped_values_must_divide_the_heads():
+    attended, values = torch.randn(1, 6, 3, 4), torch.randn(1, 4, 3, 4)
+    with pytest.raises(ValueError, match="values have 4 heads, which does not divide the 6"):
+        neutreno(attended, values, values, 0.5)

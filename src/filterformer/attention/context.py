@@ -32,8 +32,9 @@ class AttentionContext:
     """Per-forward state, made by the model and handed to every attention layer.
 
     Attributes:
-        first_values: NeuTRENO's V⁰, ``(B, h, N, d)``: the values of the first attention layer of
-            this pass at the positions being computed. Set by that layer.
+        first_values: NeuTRENO's V⁰, ``(B, h, N, d)`` (``(B, h_kv, N, d)`` in a grouped-query
+            model): the values of the first attention layer of this pass at the positions being
+            computed. Set by that layer.
         output_attentions: whether layers record :class:`AttentionMaps`.
         attention_maps: the recorded maps, one per attention layer in order.
         aux_losses: auxiliary losses by name, as ``(weight, [values])``.
@@ -53,7 +54,8 @@ class AttentionContext:
 
         Args:
             out: ``(B, h, L, d)`` the layer's attention output before its output projection.
-            values: ``(B, h, L, d)`` its values at the same positions.
+            values: ``(B, h, L, d)`` its values at the same positions (``(B, h_kv, L, d)``, its
+                key/value heads, in a grouped-query model: see ``functional.neutreno``).
             lam: λ (a float, or ``(h,)`` per head); None or 0 leaves ``out`` as it is.
 
         Returns:

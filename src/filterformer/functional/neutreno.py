@@ -34,16 +34,33 @@ def check_neutreno_lambda(lam: Any) -> float:
 def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float | Tensor) -> Tensor:
     """``attended + λ·(V⁰ − V)``, per head and position.
 
+    With grouped-query attention the values may keep their key/value heads: query head ``i``
+    reads key/value head ``i // (h / h_kv)``, and ``V⁰ − V`` is formed once per key/value head
+    and broadcast to its query heads, with no copy of the values per query head.
+
     Args:
         attended: ``(B, h, N, d)`` output of any attention (before the output projection).
-        values: ``(B, h, N, d)`` this layer's values at the same positions.
-        first_values: ``(B, h, N, d)`` values of the first attention layer of the same forward
-            pass (not detached).
+        values: ``(B, h, N, d)``, or ``(B, h_kv, N, d)`` with ``h_kv`` dividing ``h``: this
+            layer's values at the same positions.
+        first_values: values of the first attention layer of the same forward pass (not
+            detached), shaped like ``values``.
         lam: scalar, or ``(h,)`` for a per-head λ.
 
     Returns:
         ``(B, h, N, d)``.
+
+    Raises:
+        ValueError: when ``values`` has a number of heads that does not divide ``h``.
     """
+    heads, kv_heads = attended.shape[1], values.shape[1]
     if isinstance(lam, Tensor) and lam.dim() == 1:
         lam = lam.view(1, -1, 1, 1)
-    return attended + lam * (first_values - values)
+    if kv_heads == heads:
+        return attended + lam * (first_values - values)
+    if heads % kv_heads:
+        raise ValueError(f"values have {kv_heads} heads, which does not divide the {heads} "
+                         "heads of the attended output")
+    if isinstance(lam, Tensor) and lam.dim() == 4:
+        lam = lam.unflatten(1, (kv_heads, -1))  # (1, h_kv, h / h_kv, 1, 1)
+    grouped = attended.unflatten(1, (kv_heads, heads // kv_heads))
+    return (grouped + lam * (first_values - values).unsqueeze(2)).flatten(1, 2)

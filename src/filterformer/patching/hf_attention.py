@@ -241,8 +241,8 @@ def filterformer_attention(
         )
     if use_neutreno:
         lam = patch.neutreno_lambda if spec.selects(layer) else None
-        values = repeat_heads(value[..., key_len - query_len :, :], heads)
-        out = context.neutreno(out, values, lam)
+        # The new positions' values keep their key/value heads; the term broadcasts them.
+        out = context.neutreno(out, value[..., key_len - query_len :, :], lam)
     maps = None
     if want_maps:
         maps = attention_matrix(
