@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..training.compare.html_report import budget_length
 from .numbers import format_duration
 
 __all__ = ["config_text", "method_text", "provenance_text", "setup_lines"]
@@ -74,10 +75,7 @@ def _optimizer_text(budget: dict[str, Any]) -> str:
 
 
 def _budget_text(budget: dict[str, Any]) -> str:
-    steps, epochs = budget.get("max_steps"), budget.get("epochs")
-    length = (f"{steps} step{'' if steps == 1 else 's'}" if steps is not None
-              else f"{epochs} epoch{'' if epochs == 1 else 's'}")
-    return f"{length}, batch size {budget.get('batch_size')}"
+    return f"{budget_length(budget)}, batch size {budget.get('batch_size')}"
 
 
 def provenance_text(results: dict[str, Any]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
 
-__all__ = ["render_report", "verdict_summary"]
+__all__ = ["budget_length", "render_report", "verdict_summary"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
@@ -228,6 +228,15 @@ def _figures(figures: Sequence[ReportFigure]) -> str:
     return f'<div class="figures">{"".join(items)}</div>'
 
 
+def budget_length(budget: Mapping[str, Any]) -> str:
+    """How long a ``results.json`` budget trains: ``"40 steps"`` where ``max_steps`` is set,
+    else ``"1 epoch"``, ``"5 epochs"``."""
+    steps, epochs = budget.get("max_steps"), budget.get("epochs")
+    if steps is not None:
+        return f"{steps} step{'' if steps == 1 else 's'}"
+    return f"{epochs} epoch{'' if epochs == 1 else 's'}"
+
+
 def render_report(
     results: dict[str, Any], figures: Sequence[ReportFigure], path: str | Path
 ) -> Path:
@@ -238,9 +247,7 @@ def render_report(
     if results.get("pretrained"):
         model = (f"pretrained model <b>{html.escape(results['pretrained'])}</b> with the method "
                  "patched in, every parameter fine-tuned")
-    max_steps, epochs = budget["max_steps"], budget["epochs"]
-    length = (f"{max_steps} step{'' if max_steps == 1 else 's'}" if max_steps
-              else f"{epochs} epoch{'' if epochs == 1 else 's'}")
+    length = budget_length(budget)
     steps = results["runs"][0]["steps"] if results["runs"] else 0
     meta = (
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
