@@ -53,14 +53,13 @@ def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float 
         ValueError: when ``values`` has a number of heads that does not divide ``h``.
     """
     heads, kv_heads = attended.shape[1], values.shape[1]
-    if isinstance(lam, Tensor) and lam.dim() == 1:
-        lam = lam.view(1, -1, 1, 1)
-    if kv_heads == heads:
-        return attended + lam * (first_values - values)
     if heads % kv_heads:
         raise ValueError(f"values have {kv_heads} heads, which does not divide the {heads} "
                          "heads of the attended output")
-    if isinstance(lam, Tensor) and lam.dim() == 4:
-        lam = lam.unflatten(1, (kv_heads, -1))  # (1, h_kv, h / h_kv, 1, 1)
-    grouped = attended.unflatten(1, (kv_heads, heads // kv_heads))
+    group = heads // kv_heads
+    per_head = isinstance(lam, Tensor) and lam.dim() == 1
+    if group == 1:
+        return attended + (lam.view(1, -1, 1, 1) if per_head else lam) * (first_values - values)
+    lam = lam.view(1, kv_heads, group, 1, 1) if per_head else lam
+    grouped = attended.unflatten(1, (kv_heads, group))  # (B, h_kv, h / h_kv, N, d)
     return (grouped + lam * (first_values - values).unsqueeze(2)).flatten(1, 2)
