@@ -2,12 +2,12 @@ import pytest
 
 from filterformer.evidence.numbers import (
     format_difference,
-    format_duration,
     format_half_width,
     format_interval,
     format_mean_std,
     format_ratio,
     format_value,
+    format_wall_time,
     metric_label,
 )
 
@@ -43,9 +43,9 @@ from filterformer.evidence.numbers import (
     (lambda: format_mean_std("last_layer_cosine_similarity", 0.0, 0.0), "0 ± 0"),
     (lambda: format_ratio(1.4237), "1.42×"),
     (lambda: format_ratio(None), "–"),
-    (lambda: format_duration(42.4), "42 s"),
-    (lambda: format_duration(115.03), "1.9 min"),
-    (lambda: format_duration(None), "unknown"),
+    (lambda: format_wall_time(42.4), "42 s"),
+    (lambda: format_wall_time(115.03), "1.9 min"),
+    (lambda: format_wall_time(None), "unknown"),
     (lambda: metric_label("last_layer_cosine_similarity"), "last-layer cosine similarity"),
     (lambda: metric_label("test_rmse"), "test RMSE"),
     (lambda: metric_label("test_some_metric"), "test some metric"),

@@ -138,7 +138,7 @@ def run(quick: bool, device: str) -> list[BenchRecord]:
     """Both families at every prompt length of :data:`CONTEXTS`, batch 1 (tiny sizes with
     ``quick``); a family whose library is missing gives skipped records."""
     shape = replace(BenchShape.quick() if quick else BenchShape(), batch=1)
-    contexts, tokens, rounds = ((64,), 4, 2) if quick else (CONTEXTS, 16, 10)
+    contexts, tokens, rounds = ((64,), 4, 2) if quick else (CONTEXTS, 8, 40)
     records = []
     for family in FAMILIES:
         for context in contexts:

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 __all__ = [
     "format_difference",
-    "format_duration",
     "format_half_width",
     "format_interval",
     "format_mean_std",
     "format_ratio",
     "format_value",
+    "format_wall_time",
     "metric_label",
     "metric_scale",
 ]
@@ -126,7 +126,7 @@ def format_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def format_duration(seconds: float | None) -> str:
+def format_wall_time(seconds: float | None) -> str:
     """A wall time: seconds under a minute, else minutes with one decimal (``unknown`` when
     missing)."""
     if seconds is None:

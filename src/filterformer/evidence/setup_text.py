@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from ..training.compare.html_report import budget_length
-from .numbers import format_duration
+from .numbers import format_wall_time
 
 __all__ = ["config_text", "method_text", "provenance_text", "setup_lines"]
 
@@ -111,5 +111,5 @@ def setup_lines(results: dict[str, Any]) -> list[str]:
         f"budget: {_budget_text(budget)}; seeds "
         f"{', '.join(map(str, seeds))}; baseline {results['baseline']}",
         f"made by {provenance_text(results)}; wall time "
-        f"{format_duration(results.get('elapsed_s'))}",
+        f"{format_wall_time(results.get('elapsed_s'))}",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import Tensor
 
 __all__ = ["check_neutreno_lambda", "neutreno"]
@@ -57,9 +58,15 @@ def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float 
         raise ValueError(f"values have {kv_heads} heads, which does not divide the {heads} "
                          "heads of the attended output")
     group = heads // kv_heads
-    per_head = isinstance(lam, Tensor) and lam.dim() == 1
-    if group == 1:
-        return attended + (lam.view(1, -1, 1, 1) if per_head else lam) * (first_values - values)
-    lam = lam.view(1, kv_heads, group, 1, 1) if per_head else lam
-    grouped = attended.unflatten(1, (kv_heads, group))  # (B, h_kv, h / h_kv, N, d)
-    return (grouped + lam * (first_values - values).unsqueeze(2)).flatten(1, 2)
+    difference = first_values - values
+    if group > 1:  # (B, h_kv, h / h_kv, N, d): each key/value head beside its query heads
+        batch, _, length, dim = attended.shape
+        attended = attended.reshape(batch, kv_heads, group, length, dim)
+        difference = difference.unsqueeze(2)
+    if isinstance(lam, Tensor):
+        if lam.dim() == 1:
+            lam = lam.view(1, kv_heads, group, 1, 1) if group > 1 else lam.view(1, -1, 1, 1)
+        out = torch.addcmul(attended, lam, difference)
+    else:  # a float λ scales inside the addition: no scalar tensor, one operation fewer
+        out = torch.add(attended, difference, alpha=lam)
+    return out.reshape(batch, heads, length, dim) if group > 1 else out
