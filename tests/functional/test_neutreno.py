@@ -11,6 +11,9 @@ def test_neutreno_adds_the_fidelity_term_per_head():
     for h in range(3):
         expected = attended[:, h] + lam[h] * (first[:, h] - values[:, h])
         torch.testing.assert_close(out[:, h], expected)
+    lam = torch.rand(()).item()  # a float λ takes its own path (scaled inside the addition)
+    torch.testing.assert_close(neutreno(attended, values, first, lam),
+                               attended + lam * (first - values))
     torch.testing.assert_close(neutreno(attended, values, first, 0.0), attended)
 
 
