@@ -24,14 +24,18 @@ from ..timing import paired_step_times
 from .records import BenchRecord, round_records
 from .step_cases import BenchShape
 
-__all__ = ["CONTEXTS", "DECODING_METHODS", "FAMILIES", "PrefilledDecoder", "build_decoder_model",
-           "decode_greedy", "measure_decoding", "prefill", "run"]
+__all__ = ["CONTEXTS", "DECODING_METHODS", "DECODING_SHAPE", "FAMILIES", "PrefilledDecoder",
+           "build_decoder_model", "decode_greedy", "measure_decoding", "prefill", "run"]
 
 FAMILIES = ("native", "hf-llama")
 #: The methods decoded; the first, softmax, is the baseline every ratio divides by.
 DECODING_METHODS = ("softmax", "gfsa", "neutreno")
 CONTEXTS = (256, 1024, 4096)
 VOCAB_SIZE = 4096
+#: A full run's models: batch 1 at GPT-2 small's width (h=12, d=64, D=768), 4 layers. The
+#: smallest width of the language models people decode with; at width 256 a token is ~2 ms of
+#: mostly per-operation overhead, which no method's arithmetic shows through.
+DECODING_SHAPE = BenchShape(batch=1, heads=12, head_dim=64, depth=4)
 
 
 @dataclass
@@ -135,10 +139,10 @@ def _rows(family: str, context: int, shape: BenchShape, device: str,
 
 
 def run(quick: bool, device: str) -> list[BenchRecord]:
-    """Both families at every prompt length of :data:`CONTEXTS`, batch 1 (tiny sizes with
-    ``quick``); a family whose library is missing gives skipped records."""
-    shape = replace(BenchShape.quick() if quick else BenchShape(), batch=1)
-    contexts, tokens, rounds = ((64,), 4, 2) if quick else (CONTEXTS, 8, 40)
+    """Both families at every prompt length of :data:`CONTEXTS` at :data:`DECODING_SHAPE` (tiny
+    sizes, batch 1, with ``quick``); a family whose library is missing gives skipped records."""
+    shape = replace(BenchShape.quick(), batch=1) if quick else DECODING_SHAPE
+    contexts, tokens, rounds = ((64,), 4, 2) if quick else (CONTEXTS, 8, 120)
     records = []
     for family in FAMILIES:
         for context in contexts:
