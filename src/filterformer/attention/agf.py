@@ -9,12 +9,11 @@ from torch import Tensor, nn
 from ..checks import check_choice, check_integer
 from ..functional import (
     POLYNOMIAL_BASES,
-    agf_attend,
     agf_coefficients,
+    agf_factors,
     agf_filter,
-    agf_orthogonality,
+    agf_layer,
     agf_response,
-    efficient_feature_maps,
 )
 from ..functional.polynomials import NAMED_JACOBI_PARAMETERS, check_jacobi_parameters
 from ..optim import exclude_from_weight_decay
@@ -26,11 +25,6 @@ __all__ = ["AGF_AUX_LOSS", "AttentiveGraphFilterAttention"]
 
 #: The name under which AGF layers add their orthogonality regulariser to the model's aux loss.
 AGF_AUX_LOSS = "agf_orthogonality"
-
-
-def _compute_dtype(x: Tensor) -> torch.dtype:
-    """float32, or wider when the input already is (float64 stays float64)."""
-    return torch.promote_types(x.dtype, torch.float32)
 
 
 @register_attention("agf")
@@ -110,33 +104,37 @@ class AttentiveGraphFilterAttention(AttentionBase):
         """``(K+1,)`` the filter coefficients ``[1, tanh(p_1), …, tanh(p_K)]``."""
         return agf_coefficients(self.p)
 
+    def _singular_logits(self, inputs: AttentionInputs) -> Tensor:
+        """``X W_Σ`` split into heads, ``(B, h, N, d)``: a projection like W_U and W_V, in their
+        precision (under autocast, half precision; the sigmoid and the filter run wider)."""
+        return split_heads(self.singular_values(inputs.x), self.num_heads)
+
     def _factors(
         self, q: Tensor, k: Tensor, inputs: AttentionInputs
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """U, Vs and G, each ``(B, h, N, d)``, in at least float32; call with autocast off."""
-        dtype = _compute_dtype(q)
-        rho_q, rho_k = efficient_feature_maps(q.to(dtype), k.to(dtype), inputs.padding_mask)
-        weight = self.singular_values.weight.to(dtype)
-        bias = self.singular_values.bias
-        bias = None if bias is None else bias.to(dtype)
-        s = torch.sigmoid(split_heads(F.linear(inputs.x.to(dtype), weight, bias), self.num_heads))
-        g = agf_response(s, self.theta.to(dtype), basis=self.basis, a=self.a, b=self.b)
-        return rho_q, rho_k, g
+        """U, Vs and G, each ``(B, h, N, d)``, in at least float32."""
+        return agf_factors(
+            q, k, self._singular_logits(inputs), self.theta, inputs.padding_mask,
+            basis=self.basis, a=self.a, b=self.b,
+        )
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+        logits = self._singular_logits(inputs)
         # Softmax feature maps and polynomials of S lose too much in half precision.
         with torch.autocast(device_type=q.device.type, enabled=False):
-            rho_q, rho_k, g = self._factors(q, k, inputs)
-            out = agf_attend(rho_q, rho_k, v.to(rho_q.dtype), g)
-            if self.orthogonality_weight > 0:
-                reg = agf_orthogonality(rho_q, rho_k, inputs.padding_mask)
-                inputs.context.add_aux_loss(AGF_AUX_LOSS, reg, self.orthogonality_weight)
+            out, reg = agf_layer(
+                q, k, v, logits, self.theta,
+                inputs.padding_mask, basis=self.basis, a=self.a, b=self.b,
+                orthogonality=self.orthogonality_weight > 0,
+            )
+        if reg is not None:
+            inputs.context.add_aux_loss(AGF_AUX_LOSS, reg, self.orthogonality_weight)
         return F.dropout(out.to(v.dtype), self.attn_drop, self.training)
 
     def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:
         """``Ā = U Vsᵀ`` and the filter ``(U ⊙ G) Vsᵀ``, ``(B, h, N, N)`` each (small N only)."""
+        rho_q, rho_k, g = self._factors(q, k, inputs)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            rho_q, rho_k, g = self._factors(q, k, inputs)
             attention = rho_q @ rho_k.transpose(-1, -2)
             return AttentionMaps(attention=attention, filter=agf_filter(rho_q, rho_k, g))
 

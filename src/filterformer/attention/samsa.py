@@ -11,9 +11,12 @@ from torch import Tensor, nn
 from ..checks import check_choice, check_integer
 from ..functional import (
     SAMPLING_MODES,
+    CandidateRows,
+    add_rms_normed,
     attend,
     attention_matrix,
     differentiable_topk,
+    gather_rows,
     gumbel_noise,
     sampling_mixture,
     topk_gather,
@@ -45,10 +48,9 @@ class ImportanceScore(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, N, D)`` residual stream -> ``(B, h, N)`` scores."""
-        hidden = self.mlp(x)
-        # Under autocast the MLP's output is half precision; normalise it in the weight's dtype.
-        hidden = self.norm(hidden.to(torch.promote_types(hidden.dtype, self.norm.weight.dtype)))
-        return self.head(x + hidden).transpose(1, 2)
+        # Under autocast the MLP's output is half precision; it is normalised in the weight's dtype.
+        residual = add_rms_normed(x, self.mlp(x), self.norm.weight, self.norm.eps)
+        return self.head(residual).transpose(1, 2)
 
 
 @register_attention("samsa")
@@ -144,15 +146,25 @@ class SamplingAttention(AttentionBase):
         support = self.support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
         return torch.cat([scores, support], dim=-1)
 
-    def _candidates(self, k: Tensor, v: Tensor) -> Tensor:
-        """Keys and values side by side, tokens then supports: ``(B, h, N + 2k, 2d)``."""
-        support = torch.cat([self.support_keys, self.support_values], dim=-1).to(k.dtype)
-        tokens = torch.cat([k, v], dim=-1)
-        return torch.cat([tokens, support.expand(k.shape[0], -1, -1, -1)], dim=-2)
+    def _candidate_rows(self, k: Tensor, v: Tensor) -> CandidateRows:
+        """The candidates, tokens then supports, as a function of indices ``(B, h, m)`` ->
+        keys and values side by side ``(B, h, m, 2d)``: each row is gathered from where it lives
+        (the tokens' k and v, or the support tokens), so no ``(B, h, N + 2k, 2d)`` copy is made."""
+        length = k.shape[-2]
+        support = torch.cat([self.support_keys, self.support_values], dim=-1)
+        support = support.to(k.dtype).expand(k.shape[0], -1, -1, -1)
+
+        def rows(index: Tensor) -> Tensor:
+            token_index = index.clamp(max=length - 1)
+            tokens = torch.cat([gather_rows(k, token_index), gather_rows(v, token_index)], dim=-1)
+            supports = gather_rows(support, (index - length).clamp(min=0))
+            return torch.where((index < length).unsqueeze(-1), tokens, supports)
+
+        return rows
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
         scores = self.candidate_scores(inputs, noise=self.training or self.eval_noise)
-        candidates = self._candidates(k, v)
+        candidates = self._candidate_rows(k, v)
         if self.mode == "hard" and not self.training:
             sampled = topk_gather(scores, candidates, self.num_samples)
         else:

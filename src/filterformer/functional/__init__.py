@@ -4,7 +4,16 @@ Shapes follow :func:`torch.nn.functional.scaled_dot_product_attention`: q, k, v 
 ``(B, heads, N, head_dim)``.
 """
 
-from .agf import agf, agf_attend, agf_coefficients, agf_filter, agf_orthogonality, agf_response
+from .agf import (
+    agf,
+    agf_attend,
+    agf_coefficients,
+    agf_factors,
+    agf_filter,
+    agf_layer,
+    agf_orthogonality,
+    agf_response,
+)
 from .efficient import efficient_attention, efficient_feature_maps
 from .gfsa import (
     GFSA_BASES,
@@ -36,7 +45,10 @@ from .polynomials import (
 )
 from .sampling import (
     SAMPLING_MODES,
+    CandidateRows,
+    add_rms_normed,
     differentiable_topk,
+    gather_rows,
     gumbel_noise,
     sampling_mixture,
     topk_gather,
@@ -49,11 +61,15 @@ __all__ = [
     "MASKED_SCORE",
     "POLYNOMIAL_BASES",
     "SAMPLING_MODES",
+    "CandidateRows",
     "PastPowers",
+    "add_rms_normed",
     "agf",
     "agf_attend",
     "agf_coefficients",
+    "agf_factors",
     "agf_filter",
+    "agf_layer",
     "agf_orthogonality",
     "agf_response",
     "attend",
@@ -68,6 +84,7 @@ __all__ = [
     "efficient_attention",
     "efficient_attention_powers",
     "efficient_feature_maps",
+    "gather_rows",
     "gfsa",
     "gfsa_combine",
     "gfsa_filter",

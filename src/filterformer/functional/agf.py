@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from .efficient import efficient_feature_maps
+from .fused import fused
 from .masks import check_key_padding_mask, check_qkv
 from .polynomials import polynomial_series
 
@@ -18,7 +19,9 @@ __all__ = [
     "agf",
     "agf_attend",
     "agf_coefficients",
+    "agf_factors",
     "agf_filter",
+    "agf_layer",
     "agf_orthogonality",
     "agf_response",
 ]
@@ -107,6 +110,79 @@ def agf(
         raise ValueError(f"s must have the shape of q {tuple(q.shape)}; got {tuple(s.shape)}")
     rho_q, rho_k = efficient_feature_maps(q, k, key_padding_mask)
     return agf_attend(rho_q, rho_k, v, agf_response(s, theta, basis=basis, a=a, b=b))
+
+
+def agf_factors(
+    q: Tensor,
+    k: Tensor,
+    singular_logits: Tensor,
+    theta: Tensor,
+    key_padding_mask: Tensor | None = None,
+    *,
+    basis: str = "jacobi",
+    a: float = 1.0,
+    b: float = 1.0,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """U, Vs and G of an AGF layer, each ``(B, h, N, d)``, in float32 at least.
+
+    Args:
+        q, k: ``(B, h, N, d)`` the U and Vs projections.
+        singular_logits: ``(B, h, N, d)`` ``X W_Σ`` before the sigmoid.
+        theta: ``(K+1,)`` filter coefficients.
+        key_padding_mask: ``(B, N)`` bool, True at real tokens.
+        basis, a, b: the polynomial basis (see :func:`agf_response`).
+
+    Returns:
+        ``(rho_q, rho_k, g)``.
+    """
+    wide = torch.promote_types(q.dtype, torch.float32)
+    rho_q, rho_k = efficient_feature_maps(q.to(wide), k.to(wide), key_padding_mask)
+    s = torch.sigmoid(singular_logits.to(wide))
+    return rho_q, rho_k, agf_response(s, theta.to(wide), basis=basis, a=a, b=b)
+
+
+@fused
+def agf_layer(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    singular_logits: Tensor,
+    theta: Tensor,
+    key_padding_mask: Tensor | None = None,
+    *,
+    basis: str = "jacobi",
+    a: float = 1.0,
+    b: float = 1.0,
+    orthogonality: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """An AGF layer's whole filter, from the projections to the output and the regulariser.
+
+    ``S = sigmoid(singular_logits)``, ``G = Σ_k θ_k P_k(S)``, ``(U ⊙ G)(Vsᵀ V)`` and, when
+    ``orthogonality``, :func:`agf_orthogonality` of U and Vs. Computed in float32 at least (float64
+    stays float64; softmax feature maps and polynomials of S lose too much in half precision),
+    whatever the inputs' dtype. On CUDA it runs as a fused region (:func:`~filterformer.
+    functional.fused.fused`): the chain of elementwise operations becomes a few kernels around the
+    two ``d×d`` products.
+
+    Args:
+        q, k: ``(B, h, N, d)`` the U and Vs projections (queries, keys).
+        v: ``(B, h, N, d_v)`` values.
+        singular_logits: ``(B, h, N, d)`` ``X W_Σ`` split into heads, before the sigmoid.
+        theta: ``(K+1,)`` filter coefficients (see :func:`agf_coefficients`).
+        key_padding_mask: ``(B, N)`` bool, True at real tokens.
+        basis, a, b: the polynomial basis (see :func:`agf_response`).
+        orthogonality: whether to compute the regulariser.
+
+    Returns:
+        ``(out, reg)``: ``(B, h, N, d_v)`` in the wide dtype, and the regulariser (a scalar) or
+        None.
+    """
+    rho_q, rho_k, g = agf_factors(
+        q, k, singular_logits, theta, key_padding_mask, basis=basis, a=a, b=b
+    )
+    out = agf_attend(rho_q, rho_k, v.to(rho_q.dtype), g)
+    reg = agf_orthogonality(rho_q, rho_k, key_padding_mask) if orthogonality else None
+    return out, reg
 
 
 def agf_orthogonality(

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from ..checks import check_integer, check_probability
 from .efficient import efficient_feature_maps
+from .fused import fused
 from .masks import check_qkv, key_padding_from_attn_mask
 from .softmax import attend, repeat_heads
 
@@ -83,10 +84,20 @@ def gfsa_combine(
         ``(B, h, N, d)``.
     """
     w0, w1, wK = _check_coefficients(w0, w1, wK, values.shape[1])
+    return _mix_terms(values, first_power, last_power, w0, w1, wK, K, exact_power)
+
+
+@fused
+def _mix_terms(
+    values: Tensor, first: Tensor, last: Tensor, w0: Tensor, w1: Tensor, wK: Tensor, K: int,
+    exact_power: bool,
+) -> Tensor:
+    """:func:`gfsa_combine` after its checks; coefficients ``(1, h, 1, 1)``. One fused region on
+    CUDA: the coefficients' arithmetic and the three terms become one kernel (two backward)."""
     # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
     first_weight, last_weight = (w1, wK) if exact_power else (w1 + (2 - K) * wK, (K - 1) * wK)
-    out = torch.addcmul(w0 * values, first_weight, first_power)
-    return torch.addcmul(out, last_weight, last_power)
+    out = torch.addcmul(w0 * values, first_weight, first)
+    return torch.addcmul(out, last_weight, last)
 
 
 def attention_powers(

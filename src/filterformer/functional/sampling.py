@@ -8,17 +8,27 @@ each runner-up (a local search step of the top-k choice, relaxed by a Gumbel sig
 - hard: forward ``X_top`` exactly; backward ``dX_top = grad``, ``dX_bot = 0`` and the scores get
   the soft path's gradient (straight-through).
 - :func:`topk_gather` is the gradient-free hard path: one top-k and a gather, no k×k matrix.
+
+Candidates are a tensor ``(..., M, C)`` or a function from indices ``(..., m)`` to the rows
+``(..., m, C)`` they name (:data:`CandidateRows`): SAMSA's candidates are the tokens' keys and
+values followed by learned support tokens, and gathering from each where they are avoids copying
+all N tokens into one concatenated tensor per call when only 2k rows are read.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from ..checks import check_integer
+from .fused import fused
 
 __all__ = [
     "SAMPLING_MODES",
+    "CandidateRows",
+    "add_rms_normed",
     "differentiable_topk",
     "gather_rows",
     "gumbel_noise",
@@ -29,6 +39,30 @@ __all__ = [
 
 #: How sampled vectors are formed while gradients flow.
 SAMPLING_MODES = ("soft", "hard")
+
+#: Candidates given by a function: indices ``(..., m)`` -> their rows ``(..., m, C)``.
+CandidateRows = Callable[[Tensor], Tensor]
+
+
+@fused
+def add_rms_normed(x: Tensor, hidden: Tensor, weight: Tensor, eps: float | None) -> Tensor:
+    """``x + RMSNorm(hidden)`` with the norm in the wider of hidden's and the weight's dtype: the
+    last step of SAMSA's importance score (under autocast, the half-precision MLP output is
+    normalised in the float32 weight's dtype).
+
+    Args:
+        x: ``(B, N, D)`` the residual stream.
+        hidden: ``(B, N, D)`` the score MLP's output.
+        weight: ``(D,)`` the norm's scale.
+        eps: the norm's epsilon (None: the dtype's machine epsilon, as :class:`torch.nn.RMSNorm`).
+
+    Returns:
+        ``(B, N, D)`` in the wider of x's dtype and that of the norm.
+    """
+    wide = torch.promote_types(hidden.dtype, weight.dtype)
+    hidden = hidden.to(wide)
+    eps = torch.finfo(wide).eps if eps is None else eps
+    return x + hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * weight.to(wide)
 
 
 def gumbel_noise(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -47,12 +81,16 @@ def _check_k(k: int, available: int, needed: int) -> int:
     return k
 
 
-def _check_scores(scores: Tensor, candidates: Tensor) -> None:
+def _candidate_rows(scores: Tensor, candidates: Tensor | CandidateRows) -> CandidateRows:
+    """``candidates`` as a function of indices, after checking a tensor's shape."""
+    if callable(candidates) and not isinstance(candidates, Tensor):
+        return candidates
     if candidates.dim() != scores.dim() + 1 or candidates.shape[:-1] != scores.shape:
         raise ValueError(
             f"candidates must have shape (*scores.shape, C) = ({', '.join(map(str, scores.shape))}"
             f", C); got {tuple(candidates.shape)}"
         )
+    return lambda index: gather_rows(candidates, index)
 
 
 def gather_rows(x: Tensor, index: Tensor) -> Tensor:
@@ -60,20 +98,20 @@ def gather_rows(x: Tensor, index: Tensor) -> Tensor:
     return x.gather(-2, index.unsqueeze(-1).expand(*index.shape, x.shape[-1]))
 
 
-def topk_gather(scores: Tensor, candidates: Tensor, k: int) -> Tensor:
+def topk_gather(scores: Tensor, candidates: Tensor | CandidateRows, k: int) -> Tensor:
     """The k highest-scored candidates: one top-k and one gather.
 
     Args:
         scores: ``(..., M)``.
-        candidates: ``(..., M, C)``.
+        candidates: ``(..., M, C)``, or a function of indices (:data:`CandidateRows`).
         k: how many to take (``k ≤ M``).
 
     Returns:
         ``(..., k, C)``, ordered by decreasing score.
     """
-    _check_scores(scores, candidates)
+    rows = _candidate_rows(scores, candidates)
     _check_k(k, scores.shape[-1], k)
-    return gather_rows(candidates, scores.topk(k, dim=-1).indices)
+    return rows(scores.topk(k, dim=-1).indices)
 
 
 def topk_split(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
@@ -114,7 +152,7 @@ def sampling_mixture(
 
 def differentiable_topk(
     scores: Tensor,
-    candidates: Tensor,
+    candidates: Tensor | CandidateRows,
     k: int,
     *,
     mode: str = "soft",
@@ -130,7 +168,8 @@ def differentiable_topk(
     Args:
         scores: ``(..., M)`` importance scores, ``M ≥ 2k``; excluded candidates (padding) carry
             the dtype's minimum.
-        candidates: ``(..., M, C)`` vectors (SAMSA: keys and values side by side).
+        candidates: ``(..., M, C)`` vectors (SAMSA: keys and values side by side), or a function
+            of indices giving them (:data:`CandidateRows`).
         k: how many to sample.
         mode: ``"soft"`` (the mixture) or ``"hard"`` (exact top k forward, straight-through).
         temperature: τ of the Gumbel sigmoid.
@@ -140,19 +179,21 @@ def differentiable_topk(
     """
     if mode not in SAMPLING_MODES:
         raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
-    _check_scores(scores, candidates)
-    top, bot = topk_split(scores, k)
+    rows = _candidate_rows(scores, candidates)
+    _check_k(k, scores.shape[-1], 2 * k)
+    index = scores.topk(2 * k, dim=-1).indices  # top k, then the runners-up (topk_split)
+    chosen = rows(index)  # one gather for both blocks
+    x_top, x_bot = chosen[..., :k, :], chosen[..., k:, :]
     # The mixture's backward multiplies the incoming gradient by the candidates (the weights'
     # gradient is Σ_c grad·X): in half precision that product overflows while the gradient it
     # gives the scores is small. Weights and mixture are formed in float32 at least.
-    wide = torch.promote_types(torch.promote_types(scores.dtype, candidates.dtype), torch.float32)
-    z_top, z_bot = scores.gather(-1, top).to(wide), scores.gather(-1, bot).to(wide)
-    keep, mix = sampling_mixture(z_top, z_bot, temperature)
-    x_top, x_bot = gather_rows(candidates, top), gather_rows(candidates, bot)
+    wide = torch.promote_types(torch.promote_types(scores.dtype, chosen.dtype), torch.float32)
+    z = scores.gather(-1, index).to(wide)
+    keep, mix = sampling_mixture(z[..., :k], z[..., k:], temperature)
     if mode == "soft":
         soft = keep.unsqueeze(-1) * x_top.to(wide) + mix @ x_bot.to(wide)
-        return soft.to(candidates.dtype)
+        return soft.to(chosen.dtype)
     # Straight-through: the value is exactly x_top; only the scores see the soft sample's
     # gradient, built from detached vectors so neither x_top nor x_bot gets a second path.
     soft = keep.unsqueeze(-1) * x_top.detach().to(wide) + mix @ x_bot.detach().to(wide)
-    return x_top + (soft - soft.detach()).to(candidates.dtype)
+    return x_top + (soft - soft.detach()).to(chosen.dtype)

@@ -1,0 +1,209 @@
+"""Fused regions equal their eager functions, compile once for every length, and fall back."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from filterformer.attention import build_attention
+from filterformer.functional import (
+    add_rms_normed,
+    agf_coefficients,
+    agf_layer,
+    gfsa_combine,
+)
+from filterformer.functional import fused as fused_module
+
+LENGTHS = (5, 9, 14)
+
+
+@pytest.fixture
+def compiled_regions(monkeypatch):
+    """Fused regions compiled on every device with ``aot_eager`` (TorchDynamo's graph and
+    AOTAutograd's backward, run by eager kernels), counting the graphs compiled."""
+    counter = CompileCounterWithBackend("aot_eager")
+    torch._dynamo.reset()
+    monkeypatch.setattr(fused_module, "BACKEND", counter)
+    monkeypatch.setenv("FILTERFORMER_FUSED", "always")
+    fused_module.reset_fused_regions()
+    yield counter
+    fused_module.reset_fused_regions()
+    torch._dynamo.reset()
+
+
+def _grads(tensors):
+    grads = [None if t.grad is None else t.grad.clone() for t in tensors]
+    for t in tensors:
+        t.grad = None
+    return grads
+
+
+def _leaves(*shapes):
+    return [torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in shapes]
+
+
+def _assert_same_call(region, inputs, make_args, loss):
+    """``region`` (compiled) and ``region.eager`` give the same values and gradients."""
+    out = loss(region(*make_args()))
+    out.backward()
+    fused_grads = _grads(inputs)
+    ref = loss(region.eager(*make_args()))
+    ref.backward()
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    for got, want in zip(fused_grads, _grads(inputs), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_agf_layer_fused_equals_eager_at_every_length_with_one_graph(compiled_regions, masked):
+    graphs = []
+    for n in LENGTHS:
+        q, k, v, logits = inputs = _leaves(*[(2, 3, n, 4)] * 4)
+        p = torch.randn(3, dtype=torch.float64, requires_grad=True)
+        mask = torch.rand(2, n) > 0.3 if masked else None
+
+        def call(q=q, k=k, v=v, logits=logits, p=p, mask=mask):
+            return q, k, v, logits, agf_coefficients(p), mask
+
+        _assert_same_call(
+            agf_layer, [*inputs, p], call, lambda result: result[0].pow(2).sum() + result[1]
+        )
+        graphs.append(compiled_regions.frame_count)
+    assert graphs[0] >= 1 and len(set(graphs)) == 1, f"recompiled for a new length: {graphs}"
+
+
+@pytest.mark.parametrize("exact_power", [False, True])
+def test_gfsa_combine_fused_equals_eager(compiled_regions, exact_power):
+    graphs = []
+    for n in LENGTHS:
+        values, first, last = tensors = _leaves(*[(2, 3, n, 4)] * 3)
+        w0, w1, wK = coefficients = _leaves((3,), (3,), (3,))
+        out = gfsa_combine(values, first, last, w0, w1, wK, K=3, exact_power=exact_power)
+        out.pow(2).sum().backward()
+        grads = _grads([*tensors, *coefficients])
+        # The written-out filter: w0·V + w1·ĀV + wK·(ĀV + (K−1)(Ā²V − ĀV)), or wK·Ā^K V.
+        view = [w.view(1, 3, 1, 1) for w in coefficients]
+        high = last if exact_power else first + 2 * (last - first)
+        ref = view[0] * values + view[1] * first + view[2] * high
+        ref.pow(2).sum().backward()
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        for got, want in zip(grads, _grads([*tensors, *coefficients]), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        graphs.append(compiled_regions.frame_count)
+    assert graphs[0] >= 1 and len(set(graphs)) == 1, f"recompiled for a new length: {graphs}"
+
+
+def test_add_rms_normed_fused_equals_the_written_out_norm(compiled_regions):
+    graphs = []
+    for n in LENGTHS:
+        x, hidden, weight = tensors = _leaves((2, n, 6), (2, n, 6), (6,))
+        out = add_rms_normed(x, hidden, weight, 1e-6)
+        out.pow(2).sum().backward()
+        grads = _grads(tensors)
+        ref = x + hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+        ref.pow(2).sum().backward()
+        torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+        for got, want in zip(grads, _grads(tensors), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        graphs.append(compiled_regions.frame_count)
+    assert graphs[0] >= 1 and len(set(graphs)) == 1, f"recompiled for a new length: {graphs}"
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [
+        ("agf", {"K": 3}),
+        ("samsa", {"num_samples": 2, "mode": "soft"}),
+        ("samsa", {"num_samples": 2, "mode": "hard"}),
+        ("gfsa", {"K": 3}),
+    ],
+)
+@pytest.mark.parametrize("training", [True, False])
+def test_modules_with_fused_regions_equal_their_eager_selves(
+    compiled_regions, monkeypatch, method, options, training
+):
+    module = build_attention(method, 8, 2, **options).double().train(training)
+    with torch.no_grad():  # away from the identity start, so every term of every filter acts
+        for param in module.parameters():
+            param.add_(0.3 * torch.randn_like(param))
+    for n in LENGTHS[:2]:
+        x = torch.randn(3, n, 8, dtype=torch.float64, requires_grad=True)
+        padding = torch.rand(3, n) > 0.3
+        padding[:, 0] = True
+        results = []
+        for mode in ("always", "never"):
+            monkeypatch.setenv("FILTERFORMER_FUSED", mode)
+            torch.manual_seed(n)  # the same Gumbel noise on both sides
+            out = module(x, padding_mask=padding)
+            out.pow(2).sum().backward()
+            results.append((out, _grads([x, *module.parameters()])))
+        (out, grads), (ref, ref_grads) = results
+        torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-12)
+        for got, want in zip(grads, ref_grads, strict=True):
+            assert (got is None) == (want is None)
+            if got is not None:
+                torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+    assert compiled_regions.frame_count >= 1
+
+
+def test_inductor_compiles_the_gfsa_mix_to_the_same_numbers(monkeypatch):
+    """One region through the real compiler (inductor's generated code on the CPU)."""
+    torch._dynamo.reset()
+    monkeypatch.setenv("FILTERFORMER_FUSED", "always")
+    fused_module.reset_fused_regions()
+    try:
+        for n in LENGTHS[:2]:
+            values, first, last = _leaves(*[(2, 3, n, 4)] * 3)
+            w = _leaves((3,), (3,), (3,))
+            out = gfsa_combine(values, first, last, *w, K=4)
+            view = [c.view(1, 3, 1, 1) for c in w]
+            ref = view[0] * values + view[1] * first + view[2] * (first + 3 * (last - first))
+            torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    finally:
+        fused_module.reset_fused_regions()
+        torch._dynamo.reset()
+
+
+def test_regions_stay_eager_on_the_cpu_by_default(monkeypatch):
+    calls = []
+    monkeypatch.delenv("FILTERFORMER_FUSED", raising=False)
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: calls.append(a) or (lambda *x: None))
+    fused_module.reset_fused_regions()
+    x, hidden, weight = _leaves((1, 3, 4), (1, 3, 4), (4,))
+    out = add_rms_normed(x, hidden, weight, None)
+    assert calls == [] and out.shape == x.shape
+    monkeypatch.setenv("FILTERFORMER_FUSED", "never")
+    assert add_rms_normed(x, hidden, weight, None).shape == x.shape and calls == []
+
+
+def test_a_compiler_failure_warns_once_and_stays_eager(monkeypatch):
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    def broken_backend(gm, example_inputs):
+        raise BackendCompilerFailed(broken_backend, RuntimeError("no compiler here"))
+
+    torch._dynamo.reset()
+    monkeypatch.setattr(fused_module, "BACKEND", broken_backend)
+    monkeypatch.setenv("FILTERFORMER_FUSED", "always")
+    fused_module.reset_fused_regions()
+    x, hidden, weight = _leaves((1, 3, 4), (1, 3, 4), (4,))
+    try:
+        with pytest.warns(RuntimeWarning, match="runs eagerly from now on"):
+            out = add_rms_normed(x, hidden, weight, 1e-5)
+        torch.testing.assert_close(out, add_rms_normed.eager(x, hidden, weight, 1e-5))
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            add_rms_normed(x, hidden, weight, 1e-5)  # no second warning
+    finally:
+        fused_module.reset_fused_regions()
+        torch._dynamo.reset()
+
+
+def test_an_unknown_setting_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("FILTERFORMER_FUSED", "sometimes")
+    x, hidden, weight = _leaves((1, 3, 4), (1, 3, 4), (4,))
+    with pytest.raises(ValueError, match="FILTERFORMER_FUSED must be one of cuda, always, never"):
+        add_rms_normed(x, hidden, weight, None)
