@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU check, in one go (about 8 minutes on an H100): the CUDA test tier, the GPU targets'
+# benchmark, a --quick CUDA benchmark, and a tiny `train` and `compare` on the GPU.
+#
+#   scripts/gpu_check.sh [OUTPUT_DIR]        (default: gpu-check)
+#
+# Runs the tree as it is (PYTHONPATH=src), with the interpreter in $PYTHON (default python3).
+# Writes OUTPUT_DIR/summary.md (the machine, each step's exit status and time, the CUDA tier's
+# result line, the GPU targets' table) and each step's log and files beside it. Exits 1 when a
+# step failed, 2 when there is no CUDA device.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-check}
+py=${PYTHON:-python3}
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+mkdir -p "$out"
+summary="$out/summary.md"
+
+if ! "$py" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
+    echo "gpu_check.sh: no CUDA device (torch.cuda.is_available() is False)" >&2
+    exit 2
+fi
+
+{
+    echo "# GPU check"
+    echo
+    echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    "$py" - <<'EOF'
+import platform, torch
+props = torch.cuda.get_device_properties(0)
+print(f"- GPU: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs")
+print(f"- torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"Python {platform.python_version()}")
+EOF
+    echo
+    echo "| step | exit | time |"
+    echo "|---|---|---|"
+} > "$summary"
+
+failed=0
+step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its output in NAME.log
+    local name=$1 limit=$2 start rc
+    shift 2
+    start=$(date +%s)
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] || failed=1
+    echo "| $name | $rc$([ "$rc" = 124 ] && echo ' (time limit)') | $(( $(date +%s) - start )) s |" >> "$summary"
+    echo "gpu_check.sh: $name exit $rc ($(( $(date +%s) - start )) s)"
+}
+
+ff=("$py" -m filterformer.cli)
+step cuda-tier 240 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider
+step bench-gpu-targets 300 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu"
+step bench-quick 90 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick"
+step train 90 "${ff[@]}" train --config configs/listops_tiny.yaml \
+    --set device=cuda max_steps=30 "output_dir=$out/train"
+step compare 150 "${ff[@]}" compare --methods softmax gfsa agf samsa_hard --seeds 0 \
+    --set device=cuda max_steps=20 --output-dir "$out/compare" --no-progress
+
+{
+    echo
+    echo "## CUDA tier"
+    echo
+    grep -E "passed|failed|error" "$out/cuda-tier.log" | tail -n 3 | sed 's/^/    /'
+    grep -E "^(FAILED|ERROR)" "$out/cuda-tier.log" | head -n 20 | sed 's/^/    /'
+    echo
+    echo "## GPU targets (filterformer bench --device cuda --gpu-targets)"
+    echo
+    if [ -f "$out/bench-gpu/bench.md" ]; then cat "$out/bench-gpu/bench.md"; else tail -n 20 "$out/bench-gpu-targets.log"; fi
+} >> "$summary"
+exit "$failed"
