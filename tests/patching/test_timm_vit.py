@@ -62,21 +62,9 @@ def test_patched_model_equals_original_at_init(name, method, options):
     torch.testing.assert_close(model(x), before, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize(
-    ("method", "options"),
-    [("gfsa", {"K": 4}), ("gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.6, "layers": [1, 2]}),
-     ("gfsa", {"K": 2, "layers": [0, 2]})],
-)
-def test_filtered_model_equals_explicit_reference(method, options):
-    model = timm_model(dtype=torch.float64)
-    reference = copy.deepcopy(model)
-    x = images(torch.float64)
-    before = model(x)
-    patch(model, method, **options)
-    randomise_patch(patched_parameters(model))
-    after = model(x)
-    assert (after - before).abs().max() > 1e-3
-
+def explicit_reference(reference: nn.Module, model: nn.Module, method: str, options: dict):
+    """``reference`` (an unpatched copy of ``model``) with :class:`ExplicitFilterAttention` in
+    every block, using the coefficients of ``model`` patched with ``method`` and ``options``."""
     shared = {}
     for index, (block, patched) in enumerate(zip(reference.blocks, model.blocks, strict=True)):
         attn = patched.attn
@@ -87,7 +75,28 @@ def test_filtered_model_equals_explicit_reference(method, options):
         block.attn = ExplicitFilterAttention(
             block.attn, index, coefficients, options["K"], lam, shared
         )
-    torch.testing.assert_close(after, reference(x), rtol=1e-10, atol=1e-10)
+    return reference
+
+
+#: Patches checked against :func:`explicit_reference`.
+REFERENCE_CASES = [
+    ("gfsa", {"K": 4}), ("gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.6, "layers": [1, 2]}),
+    ("gfsa", {"K": 2, "layers": [0, 2]}),
+]
+
+
+@pytest.mark.parametrize(("method", "options"), REFERENCE_CASES)
+def test_filtered_model_equals_explicit_reference(method, options):
+    model = timm_model(dtype=torch.float64)
+    reference = copy.deepcopy(model)
+    x = images(torch.float64)
+    before = model(x)
+    patch(model, method, **options)
+    randomise_patch(patched_parameters(model))
+    after = model(x)
+    assert (after - before).abs().max() > 1e-3
+    expected = explicit_reference(reference, model, method, options)(x)
+    torch.testing.assert_close(after, expected, rtol=1e-10, atol=1e-10)
 
 
 def test_patch_keeps_the_original_weights_and_names():
