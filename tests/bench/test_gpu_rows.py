@@ -67,3 +67,20 @@ def test_a_side_that_fails_is_recorded_and_the_others_still_alternate():
     assert failed.skipped.startswith("RuntimeError")
     assert measured.method == "gpu-kernel-sdpa" and measured.measured and measured.N == N
     assert first[0] is None and first[1] > 0
+
+
+def test_a_run_of_gpu_rows_alone_judges_the_gpu_targets_alone(tmp_path):
+    import json
+
+    from filterformer.bench import BenchSettings, run_and_write
+
+    settings = BenchSettings(methods=(), extras=("gpu-kernel",), quick_extras=True,
+                             device="cpu", shape=BenchShape.quick())
+    report = run_and_write(settings, tmp_path, paired="none", log=lambda line: None)
+    targets = json.loads((tmp_path / "targets.json").read_text())
+    assert [t["target"] for t in targets] == [t.name for t in GPU_TARGETS]
+    assert all(t["note"] == "not measured here (CPU)" for t in targets)
+    assert f"## {EXTRAS['gpu-kernel'].title}" in report and "| gpu-kernel-gfsa | kernel |" in report
+    records = json.loads((tmp_path / "bench.json").read_text())
+    assert {r["method"] for r in records} == {"gpu-kernel-sdpa", "gpu-kernel-gfsa"}
+    assert all(r["gpu"] is None and r["median_ms"] > 0 for r in records)

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..jsonsafe import finite_json
-from .extras import EXTRAS
+from .extras import EXTRAS, GPU_EXTRAS
 from .fresh_process import WorkerFailed, run_isolated
 from .markdown_report import markdown_report
 from .measurement import (
@@ -34,7 +34,7 @@ from .measurement import (
 )
 from .method_table import BENCH_METHODS, get_method, method_names
 from .paired_check import paired_results
-from .performance_targets import ALL_TARGETS, evaluate_targets, target_configurations
+from .performance_targets import ALL_TARGETS, GPU_TARGETS, evaluate_targets, target_configurations
 from .records import BenchRecord, save_records
 from .step_cases import MODES, BenchShape
 
@@ -245,8 +245,10 @@ def run_and_write(
     records = run_benchmarks(settings, log=log)
     if _load_average() is not None:  # other work moves CPU timings: how busy was it throughout
         machine["load_average_end"] = _load_average()
-    results = paired_results(records, evaluate_targets(records, ALL_TARGETS, device=device),
-                             shape=settings.shape,
+    # A run of the GPU targets' rows alone judges their targets alone.
+    gpu_only = not settings.methods and set(settings.extras) <= set(GPU_EXTRAS)
+    judged = evaluate_targets(records, GPU_TARGETS if gpu_only else ALL_TARGETS, device=device)
+    results = paired_results(records, judged, shape=settings.shape,
                              device=device, which=paired, log=log)
     report = markdown_report(records, results, machine, command)
     save_records(records, directory / "bench.json")
