@@ -85,3 +85,55 @@ def test_extras_follow_quick_compile_and_extras(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--extras", "gpu"])
     assert "argument --extras: invalid choice: 'gpu'" in capsys.readouterr().err
+
+
+def test_a_run_in_which_every_configuration_fails_exits_2_and_says_why(tmp_path, monkeypatch,
+                                                                       capsys):
+    from filterformer.bench import BenchShape
+    from filterformer.cli import main
+
+    # Shapes no tensor can take: every configuration's worker raises.
+    monkeypatch.setattr(BenchShape, "quick", classmethod(lambda cls: cls(head_dim=-1)))
+    out = tmp_path / "results"
+    argv = ["bench", "--quick", "--methods", "efficient", "sdpa", "--lengths", "16",
+            "--modes", "inference", "--extras", "none", "--output", str(out)]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "no configuration was measured (2 of 2 failed; the first: efficient, N=16" in (
+        captured.err) and str(out / "bench.md") in captured.err
+    report = (out / "bench.md").read_text()
+    assert "**Failed: 2 of 2 configurations**" in report and "## Failed" in report
+    assert "- sdpa, N=16, inference: the worker failed: RuntimeError" in report
+    assert "**Failed: 2 of 2 configurations**" in captured.out  # the printed report says so too
+    records = json.loads((out / "bench.json").read_text())
+    assert [r["failed"] for r in records] == [True, True]
+
+
+def test_gpu_targets_are_reported_unmeasured_on_the_cpu(tmp_path):
+    from filterformer.bench.performance_targets import GPU_TARGETS
+
+    out = tmp_path / "results"
+    assert _run(["--quick", "--methods", "sdpa", "--lengths", "16", "--modes", "inference",
+                 "--extras", "none", "--paired", "none", "--output", str(out)]) == 0
+    targets = json.loads((out / "targets.json").read_text())
+    gpu = [t for t in targets if t["note"] is not None]
+    assert [t["target"] for t in gpu] == [t.name for t in GPU_TARGETS]
+    assert all(t["note"] == "not measured here (CPU)" and t["ratio"] is None
+               and t["passed"] is None for t in gpu)
+    report = (out / "bench.md").read_text()
+    line = next(ln for ln in report.splitlines() if ln.startswith(f"| {GPU_TARGETS[0].name} |"))
+    assert line.endswith("| not measured here (CPU) |")
+    assert "—" not in report.splitlines()[0]  # no GPU named on a CPU run
+
+
+def test_gpu_targets_need_cuda_unless_quick(tmp_path, capsys):
+    from filterformer.cli import main
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    quick = bench.settings_from_args(parser.parse_args(["--gpu-targets", "--quick"]))
+    assert quick.methods == () and quick.extras == ("gpu-d768", "gpu-d128", "gpu-kernel",
+                                                    "gpu-bert", "gpu-decoding")
+    if bench.resolve_device("auto") == "cpu":
+        assert main(["bench", "--gpu-targets", "--output", str(tmp_path)]) == 2
+        assert "--gpu-targets measures GPU shapes" in capsys.readouterr().err

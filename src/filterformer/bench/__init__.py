@@ -17,6 +17,8 @@ lengths targets read, and ``--paired`` re-measures time targets side by side. A 
 sides must alternate in one process is an ``ExtraBenchmark`` in ``extras.py``: its
 ``run(quick, device)`` returns records (:func:`~.records.round_records` makes them from
 :func:`~filterformer.timing.paired_step_times`), and targets read their paired ratios as they are.
+The GPU targets' rows are such benchmarks, written as data in ``gpu_rows.py`` (``--gpu-targets``),
+and their targets (``GPU_TARGETS``, a ``Target`` with ``device="cuda"``) are judged only on CUDA.
 """
 
 from .markdown_report import markdown_report

@@ -119,6 +119,6 @@ def run(quick: bool, device: str) -> list[BenchRecord]:
                                              rounds=3 if quick else 10)
         except Exception as err:  # one method's failure leaves the others measured
             records += [BenchRecord(f"step-{method}", N, mode, device,
-                                    skipped=f"{type(err).__name__}: {err}")
+                                    skipped=f"{type(err).__name__}: {err}", failed=True)
                         for mode in ("eager", "compiled")]
     return records

@@ -7,6 +7,7 @@ the caller's backend is left alone.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
@@ -21,9 +22,11 @@ _LINESTYLES = {"kernel": "-", "module": "--", "model": ":"}
 _QUANTITIES = (("median_ms", "time per step (ms)"), ("peak_mb", "extra memory per step (MiB)"))
 
 
-def plot_records(records: list[BenchRecord], path: str | Path) -> Path:
+def plot_records(records: list[BenchRecord], path: str | Path,
+                 machine: dict[str, Any] | None = None) -> Path:
     """Save log-log plots to ``path`` (PNG): rows time and memory, a column per mode present;
-    kernels solid, modules dashed, models dotted; skipped configurations leave gaps."""
+    kernels solid, modules dashed, models dotted; skipped configurations leave gaps. The title
+    names ``machine``'s GPU, else its CPU (:func:`~.sweep.machine_info`)."""
     modes = [m for m in MODES if any(r.mode == m for r in records)]
     if not modes:
         raise ValueError("records must hold at least one configuration to plot")
@@ -49,6 +52,9 @@ def plot_records(records: list[BenchRecord], path: str | Path) -> Path:
     legend = {t: h for ax in axes.flat for h, t in zip(*ax.get_legend_handles_labels(),
                                                        strict=True)}
     fig.legend(list(legend.values()), list(legend), loc="center right", fontsize=8)
-    fig.tight_layout(rect=(0, 0, 0.8, 1))
+    where = (machine or {}).get("gpu") or (machine or {}).get("cpu")
+    if where:
+        fig.suptitle(f"filterformer bench on {where}")
+    fig.tight_layout(rect=(0, 0, 0.8, 0.97 if where else 1))
     fig.savefig(path, dpi=120)
     return Path(path)

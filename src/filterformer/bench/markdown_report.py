@@ -1,5 +1,5 @@
 """``bench.md``: time and memory tables, the extra benchmarks' sections, the targets, what one
-step runs, what was skipped."""
+step runs, what failed and what was skipped; on CUDA every heading names the GPU."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def targets_table(results: list[TargetResult]) -> str:
             spread = result.paired_spread
             paired = f"{paired:.2f}" + (" ({:.2f}–{:.2f})".format(*spread) if spread else "")
         table = "—" if result.ratio is None else _number(result.ratio)
-        verdict = {None: "not measured", True: "pass", False: "**miss**"}[result.passed]
+        verdict = result.note or {None: "not measured", True: "pass", False: "**miss**"}[
+            result.passed]
         required = f"{target.op} {target.bound:g}"
         if target.op == "info":
             required, verdict = "—", "information" if result.ratio is not None else verdict
@@ -86,7 +87,8 @@ def targets_table(results: list[TargetResult]) -> str:
     return "\n".join(lines)
 
 
-def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -> list[str]:
+def _header(machine: dict[str, Any], command: str, records: list[BenchRecord],
+            failed: list[BenchRecord], total: int) -> list[str]:
     m, first = machine, next((r for r in records if r.batch is not None), None)
     end = f", at end {m['load_average_end']}" if m.get("load_average_end") else ""
     lines = [
@@ -101,6 +103,9 @@ def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -
                      f"N, d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
                      f"D={first.heads * first.dim}). Modules include their projections.")
     lines += [_TIME, _MEMORY]
+    if failed:
+        lines.append(f"- **Failed: {len(failed)} of {total} configurations** (their errors under "
+                     "Failed below).")
     heaps = ", ".join(sorted({r.allocator for r in records if r.allocator is not None}))
     if heaps:
         lines.append(f"- CPU heap while timing: {heaps} (reuse: freed memory is kept for the "
@@ -108,12 +113,19 @@ def _header(machine: dict[str, Any], command: str, records: list[BenchRecord]) -
     return lines
 
 
-def extra_section(name: str, records: list[BenchRecord]) -> list[str]:
+def _on(machine: dict[str, Any]) -> str:
+    """A heading's suffix naming the GPU of a CUDA run (nothing on the CPU)."""
+    return f" — {machine['gpu']}" if machine.get("gpu") else ""
+
+
+def extra_section(name: str, records: list[BenchRecord], machine: dict[str, Any] | None = None
+                  ) -> list[str]:
     """The section of extra benchmark ``name``: its rows' median times, a table per mode
-    (× a row's baseline), and the compiled rows' compile times."""
+    (× a row's baseline), and the compiled rows' compile times; its heading names the GPU of
+    ``machine``, if any."""
     extra = EXTRAS[name]
     rows = [r for r in records if r.method.startswith(extra.prefix)]
-    lines = [f"## {extra.title}", ""]
+    lines = [f"## {extra.title}{_on(machine or {})}", ""]
     for mode in _ordered([r.mode for r in rows if r.measured], ()):
         lines += [f"Mode `{mode}`:", "", quantity_table(rows, "median_ms", mode), ""]
     compiled = [f"- {r.method}, N={r.N}: compiled in {r.compile_s:.1f} s; outputs within "
@@ -125,17 +137,19 @@ def markdown_report(
     records: list[BenchRecord], results: list[TargetResult], machine: dict[str, Any], command: str
 ) -> str:
     """The whole run as one markdown document."""
-    main = [r for r in records if r.method in BENCH_METHODS]
-    lines = ["# filterformer bench", "", *_header(machine, command, main), ""]
+    main, on = [r for r in records if r.method in BENCH_METHODS], _on(machine)
+    failed = [r for r in records if r.failed]
+    lines = [f"# filterformer bench{on}", "",
+             *_header(machine, command, main, failed, len(records)), ""]
     for quantity, title in (("median_ms", "Time per step (median ms"),
                             ("peak_mb", "Extra memory per step (MiB")):
         for mode in _ordered([r.mode for r in main], MODES):
-            lines += [f"## {title}, {_MODE_TITLES[mode]}; × baseline in parentheses)", "",
+            lines += [f"## {title}, {_MODE_TITLES[mode]}; × baseline in parentheses){on}", "",
                       quantity_table(main, quantity, mode), ""]
     for name, extra in EXTRAS.items():
         if any(r.method.startswith(extra.prefix) for r in records):
-            lines += extra_section(name, records)
-    lines += ["## Targets", "", targets_table(results), ""]
+            lines += extra_section(name, records, machine)
+    lines += [f"## Targets{on}", "", targets_table(results), ""]
     if any(r.paired is not None for r in results):
         lines += [_PAIRED_NOTE, ""]
     lines += ["## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
@@ -143,5 +157,9 @@ def markdown_report(
               for n in _ordered([r.method for r in main], tuple(BENCH_METHODS))]
     extra_rows = {r.method: r for r in records if r.method not in BENCH_METHODS and r.notes}
     lines += [f"| {n} | {r.level} | {r.notes} |" for n, r in extra_rows.items()]
-    skipped = [f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}" for r in records if not r.measured]
-    return "\n".join(lines + (["", "## Skipped", "", *skipped] if skipped else [])) + "\n"
+    for title, rows in (("Failed", failed),
+                        ("Skipped", [r for r in records if not (r.measured or r.failed)])):
+        if rows:
+            lines += ["", f"## {title}", "", *(f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}"
+                                              for r in rows)]
+    return "\n".join(lines) + "\n"

@@ -9,7 +9,8 @@
   (``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=2147483647`` for your own runs).
 - Time: ``torch.utils.benchmark.Timer.blocked_autorange`` (its block-size estimate warms up)
   times blocks of steps for at least ``repeats`` first steps or ``min_run_s``; the record holds
-  each block's mean step and their median.
+  each block's mean step and their median. Its clock synchronises CUDA before each reading; on
+  the CPU the plain clock, so a CPU worker never touches a GPU it may see.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import gc
 import resource
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +33,8 @@ from .method_table import PeerUnavailable, get_method
 from .records import BenchRecord
 from .step_cases import BenchCase, BenchShape
 
-__all__ = ["BenchConfig", "cpu_peak_mb", "cuda_peak_mb", "make_record", "measure_config",
-           "prepare_case", "reuse_freed_memory"]
+__all__ = ["BenchConfig", "cpu_peak_mb", "cuda_peak_mb", "make_record", "measure_chain",
+           "measure_chains_here", "measure_config", "prepare_case", "reuse_freed_memory"]
 
 #: A step of this length runs first, so one-time start-up costs (thread pools, kernel selection,
 #: BLAS buffers) stay out of the measured steps.
@@ -135,9 +137,48 @@ def measure_config(config: BenchConfig) -> BenchRecord:
         return make_record(config, skipped=f"one step took {first_s:.1f} s; {steps} steps exceed "
                            f"the per-configuration limit of {config.limit_s:g} s")
     heap = None if config.device == "cuda" else "reuse" if reuse_freed_memory() else "system"
-    threads = torch.get_num_threads()
-    timer = benchmark.Timer("step()", globals={"step": case.step}, num_threads=threads)
+    threads, cuda = torch.get_num_threads(), config.device == "cuda"
+    clock = {} if cuda else {"timer": timeit.default_timer}  # benchmark's default synchronises
+    timer = benchmark.Timer("step()", globals={"step": case.step}, num_threads=threads, **clock)
     run_s = max(config.min_run_s, 0.9 * config.repeats * first_s)  # 0.9: whatever the noise
     measured = timer.blocked_autorange(min_run_time=run_s)
     return make_record(config, median_ms=measured.median * 1e3, peak_mb=peak, threads=threads,
                        times_ms=[t * 1e3 for t in measured.times], memory=how, allocator=heap)
+
+
+def measure_chain(
+    configs: list[BenchConfig], measure: Callable[[BenchConfig], BenchRecord],
+    log: Callable[[BenchRecord], None] | None = None,
+) -> list[BenchRecord]:
+    """One method's ``configs`` in one mode, shortest N first, each by ``measure``; once one is
+    not measured, the longer ones are skipped saying so. ``log`` gets each record."""
+    records: list[BenchRecord] = []
+    unmeasured = None
+    for config in configs:
+        record = (measure(config) if unmeasured is None else
+                  make_record(config, skipped=f"not run: N={unmeasured} was not measured"))
+        unmeasured = unmeasured or (None if record.measured else config.N)
+        records.append(record)
+        if log is not None:
+            log(record)
+    return records
+
+
+def _measure_or_fail(config: BenchConfig) -> BenchRecord:
+    """``measure_config(config)``, or a failed record naming the error it raised; memory it
+    left behind is freed for the next configuration."""
+    try:
+        return measure_config(config)
+    except Exception as err:
+        return make_record(config, skipped=f"{type(err).__name__}: {err}", failed=True)
+    finally:
+        gc.collect()
+        if config.device == "cuda":
+            torch.cuda.empty_cache()
+
+
+def measure_chains_here(chains: list[list[BenchConfig]]) -> list[BenchRecord]:
+    """Every chain (:func:`measure_chain`) in this process, one worker for a whole CUDA run
+    (peak memory there is reset per configuration, so it needs no fresh process): a
+    configuration that raises gives a failed record and the others go on."""
+    return [record for chain in chains for record in measure_chain(chain, _measure_or_fail)]

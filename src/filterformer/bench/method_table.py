@@ -20,7 +20,7 @@ from ..models import Transformer, TransformerConfig
 from .step_cases import BenchCase, BenchShape, CaseBuilder, kernel_case, model_case, module_case
 
 __all__ = ["BENCH_METHODS", "BenchMethod", "PeerUnavailable", "build_case", "explicit_gfsa",
-           "get_method", "method_names", "xtransformers_encoder"]
+           "get_method", "method_names", "preset_module", "xtransformers_encoder"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ def _gfsa(**options: object) -> CaseBuilder:
     return kernel_case(partial(gfsa, K=GFSA_ORDER, **options), coefficients=True)
 
 
-def _preset_module(preset: str, **options: object) -> CaseBuilder:
+def preset_module(preset: str, **options: object) -> CaseBuilder:
     """Cases of the attention module that method ``preset`` puts in every block."""
     changes = apply_method({"attention_options": options}, preset)
     return module_case(lambda shape: build_attention(
@@ -98,7 +98,7 @@ def _preset_model(preset: str, **options: object) -> CaseBuilder:
 
 def _samsa(mode: str, k: int) -> BenchMethod:
     return BenchMethod(name=f"samsa-{mode}-k{k}", level="module", baseline="softmax-module",
-                       build=_preset_module(f"samsa_{mode}", num_samples=k),
+                       build=preset_module(f"samsa_{mode}", num_samples=k),
                        timed=f"SAMSA module ({mode}, k={k}): projections, importance-score MLP, "
                        "top-k sampling, attention of N queries to k keys")
 
@@ -125,13 +125,13 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     BenchMethod(name="efficient", level="kernel", baseline="sdpa",
                 build=kernel_case(efficient_attention),
                 timed="efficient_attention(q, k, v): ρq(Q)(ρk(K)ᵀV), O(N·d²)"),
-    BenchMethod(name="softmax-module", level="module", build=_preset_module("softmax"),
+    BenchMethod(name="softmax-module", level="module", build=preset_module("softmax"),
                 timed="SoftmaxAttention: qkv projection, SDPA, output projection"),
     BenchMethod(name="neutreno", level="module", baseline="softmax-module",
-                build=_preset_module("neutreno"),
+                build=preset_module("neutreno"),
                 timed=f"SoftmaxAttention with neutreno_lambda={NEUTRENO_LAMBDA}: softmax-module "
                 "plus λ(V⁰ − V), same context and inputs"),
-    BenchMethod(name="agf", level="module", baseline="softmax-module", build=_preset_module("agf"),
+    BenchMethod(name="agf", level="module", baseline="softmax-module", build=preset_module("agf"),
                 timed="AGF module (K=5, Jacobi a=b=1): projections incl. W_Σ, (U⊙G)(VsᵀV), and "
                 "the orthogonality regulariser joins the loss"),
     *(_samsa(mode, k) for mode in ("soft", "hard") for k in (128, 256)),

@@ -18,6 +18,7 @@ from functools import partial
 from ..timing import PairedStepTimes, paired_step_times, steps_per_round
 from .fresh_process import WorkerFailed, run_isolated
 from .measurement import BenchConfig, prepare_case, reuse_freed_memory
+from .method_table import BENCH_METHODS
 from .performance_targets import TargetResult
 from .records import BenchRecord, find_record
 from .step_cases import BenchShape
@@ -64,11 +65,13 @@ def paired_results(
     for result in results:
         target = result.target
         timed = result.ratio is not None and target.numerator.quantity == "median_ms"
+        sides = (target.numerator, target.denominator)
+        # Only the table's rows can be rebuilt here; the others were alternated where measured.
+        timed = timed and all(m is not None and m.method in BENCH_METHODS for m in sides)
         if (which == "none" or not timed or result.paired is not None
                 or (which == "auto" and not close_call(result))):
             checked.append(result)
             continue
-        sides = (target.numerator, target.denominator)
         first, second = (BenchConfig(method=m.method, N=m.N, mode=m.mode, device=device,
                                      shape=shape) for m in sides)
         step_ms = [find_record(records, m.method, m.N, m.mode).median_ms for m in sides]
@@ -77,7 +80,8 @@ def paired_results(
         rounds = max(MIN_ROUNDS, min(MAX_ROUNDS, int(budget_s / round_s)))
         try:
             times = run_isolated(partial(measure_pair, first, second, rounds=rounds, steps=steps),
-                                 timeout_s=4 * (rounds + 2) * round_s + 120)
+                                 timeout_s=4 * (rounds + 2) * round_s + 120,
+                                 cuda=device == "cuda")
         except WorkerFailed as err:
             checked.append(replace(result, paired=str(err)))
             shown = str(err)

@@ -1,17 +1,21 @@
 """The performance targets: each a bound on the ratio of two measurements of one run (or on one
-measurement)."""
+measurement). :data:`TARGETS` are judged on any device; :data:`GPU_TARGETS`, on the rows of
+:mod:`.gpu_rows`, only in a CUDA run (elsewhere they read "not measured here")."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 
 from ..timing import median_and_quartiles
 from .compiled_steps import FULL_CONFIGURATIONS
 from .decoding_latency import CONTEXTS, FAMILIES
+from .gpu_rows import BERT, DECODE, KERNEL_LENGTHS
 from .records import BenchRecord, find_record
+from .step_cases import MODES
 
-__all__ = ["TARGETS", "Measure", "Target", "TargetResult", "evaluate_targets",
-           "target_configurations"]
+__all__ = ["ALL_TARGETS", "GPU_TARGETS", "TARGETS", "Measure", "Target", "TargetResult",
+           "evaluate_targets", "target_configurations"]
 
 QUANTITIES = ("median_ms", "peak_mb", "max_abs_diff")
 
@@ -39,13 +43,15 @@ class Measure:
 class Target:
     """``numerator / denominator`` (the numerator alone where ``denominator`` is None) must be
     ``op`` (``<=`` or ``>=``) ``bound``; an information row (``op="info"``) has no verdict and
-    is shown beside ``bound`` (e.g. a ceiling)."""
+    is shown beside ``bound`` (e.g. a ceiling). A target with a ``device`` is judged only in a
+    run on that device."""
 
     name: str
     numerator: Measure
     denominator: Measure | None
     op: str
     bound: float
+    device: str | None = None
 
     def __post_init__(self) -> None:
         if self.op not in ("<=", ">=", "info"):
@@ -69,12 +75,13 @@ class TargetResult:
     """A target on one run: the ``ratio`` of its two records (None if either was not
     measured); ``paired``, the ratio with both sides alternated in one process (the median of
     its rounds' ratios) or why that failed, and ``paired_spread``, the rounds' ratios'
-    quartiles."""
+    quartiles; ``note`` why it was not judged (e.g. a GPU target in a CPU run)."""
 
     target: Target
     ratio: float | None
     paired: float | str | None = None
     paired_spread: tuple[float, float] | None = None
+    note: str | None = None
 
     @property
     def mode(self) -> str:
@@ -93,10 +100,11 @@ class TargetResult:
 
 def _time_ratio(name: str, numerator: str, denominator: str, N: int, *, op: str, bound: float,
                 mode: str = "train", denominator_N: int | None = None,
-                denominator_mode: str | None = None) -> Target:
+                denominator_mode: str | None = None, device: str | None = None) -> Target:
     return Target(name=name, numerator=Measure(method=numerator, N=N, mode=mode),
                   denominator=Measure(method=denominator, N=denominator_N or N,
-                                      mode=denominator_mode or mode), op=op, bound=bound)
+                                      mode=denominator_mode or mode), op=op, bound=bound,
+                  device=device)
 
 
 TARGETS: tuple[Target, ...] = (
@@ -141,6 +149,44 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
+_gpu = partial(_time_ratio, device="cuda")
+_D768 = "at D=768, h=12, 32k tokens a batch"
+
+#: The speeds the efficient methods' papers promise and the GPU costs their users meet, on the
+#: rows of :mod:`.gpu_rows` (bf16 autocast, eager), every ratio paired.
+GPU_TARGETS: tuple[Target, ...] = (
+    *(_gpu(f"softmax / SAMSA hard k=256 module time (speed) {_D768} (N={N}, {mode})",
+           "gpu-d768-softmax-module", "gpu-d768-samsa-hard-k256", N, mode=mode, op=">=",
+           bound=bound)
+      for N, mode, bound in ((1024, "inference", 0.8), (4096, "inference", 1.6),
+                             (4096, "train", 1.3))),
+    _gpu("softmax / SAMSA hard k=128 module time (speed) at D=128, h=2, B=32 (N=1024)",
+         "gpu-d128-softmax-module", "gpu-d128-samsa-hard-k128", 1024, mode="inference", op=">=",
+         bound=1.6),
+    *(_gpu(f"softmax / AGF module time (speed) {_D768} (N={N}, {mode})",
+           "gpu-d768-softmax-module",
+           "gpu-d768-agf", N, mode=mode, op=">=", bound=bound)
+      for N, bound in ((4096, 1.0), (16384, 3.0)) for mode in MODES),
+    *(_gpu(f"GFSA / one SDPA call, kernel time, B=4, h=16, d=64 (N={N})", "gpu-kernel-gfsa",
+           "gpu-kernel-sdpa", N, op="<=", bound=2.2) for N in KERNEL_LENGTHS),
+    *(_gpu(f"GFSA / softmax module time {_D768} (N={N})", "gpu-d768-gfsa-module",
+           "gpu-d768-softmax-module", N, mode="inference", op="<=", bound=2.2)
+      for N in KERNEL_LENGTHS),
+    *(_gpu(f"{label} / softmax BERT-base-sized training step (N={BERT.N}, B={BERT.shape.batch})",
+           f"{BERT.prefix}{row}", f"{BERT.prefix}softmax", BERT.N, op="<=", bound=bound)
+      for row, label, bound in (("gfsa", "GFSA", 1.35), ("samsa-hard-k256", "SAMSA hard k=256",
+                                                         1.3), ("agf", "AGF", 1.3))),
+    _gpu(f"first / warmed cached generation, ms per token (softmax CausalLM, prompt "
+         f"N={DECODE.prompt}, {DECODE.tokens} tokens)", f"{DECODE.prefix}softmax",
+         f"{DECODE.prefix}softmax", DECODE.prompt, mode="first", denominator_mode="warm",
+         op="<=", bound=1.3),
+    _gpu(f"GFSA / softmax cached generation, ms per token (warmed, prompt N={DECODE.prompt})",
+         f"{DECODE.prefix}gfsa", f"{DECODE.prefix}softmax", DECODE.prompt, mode="warm",
+         op="<=", bound=2.2),
+)
+ALL_TARGETS = TARGETS + GPU_TARGETS
+
+
 def _evaluate(target: Target, records: list[BenchRecord]) -> TargetResult:
     """The target's ratio; its paired ratio too where both sides' steps alternated in one
     process (the same ``round_group``): the median of their rounds' ratios and quartiles."""
@@ -157,11 +203,15 @@ def _evaluate(target: Target, records: list[BenchRecord]) -> TargetResult:
 
 
 def evaluate_targets(
-    records: list[BenchRecord], targets: tuple[Target, ...] = TARGETS
+    records: list[BenchRecord], targets: tuple[Target, ...] = TARGETS, *,
+    device: str | None = None,
 ) -> list[TargetResult]:
     """Every target's ratio in ``records`` (None where either side was not measured), paired
-    where its sides alternated in one process."""
-    return [_evaluate(target, records) for target in targets]
+    where its sides alternated in one process; a target bound to another device than the run's
+    ``device`` is not judged and says so."""
+    return [TargetResult(target, None, note=f"not measured here ({device.upper()})")
+            if device is not None and target.device not in (None, device)
+            else _evaluate(target, records) for target in targets]
 
 
 def target_configurations(targets: tuple[Target, ...] = TARGETS) -> set[tuple[str, int, str]]:

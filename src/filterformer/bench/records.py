@@ -20,9 +20,11 @@ __all__ = ["BenchRecord", "find_record", "load_records", "round_records", "save_
 @dataclass
 class BenchRecord:
     """One configuration's result: the median time of a step (ms) and its extra memory (MiB,
-    measured as ``memory`` says), or why it was ``skipped``; the sizes (``dim`` is d, ``width``
-    D for modules and models), every timed block's mean step, the threads and CPU heap while
-    timing, the method's level and baseline, and what one step runs (``notes``). Rows alternated
+    measured as ``memory`` says), or why it was ``skipped`` (``failed`` where it raised, died or
+    overran rather than being left out by design); the sizes (``dim`` is d, ``width`` D for
+    modules and models), every timed block's mean step, the threads and CPU heap while timing,
+    the method's level and baseline, the ``gpu`` it ran on (CUDA) and what one step runs
+    (``notes``). Rows alternated
     in rounds in one process (:func:`round_records`) share a ``round_group`` and hold their mean
     steps round by round in ``times_ms``; a compiled step adds its ``compile_s`` and the
     ``max_abs_diff`` of its outputs from eager's."""
@@ -48,6 +50,8 @@ class BenchRecord:
     round_group: str | None = None
     compile_s: float | None = None
     max_abs_diff: float | None = None
+    failed: bool = False
+    gpu: str | None = None
 
     @property
     def measured(self) -> bool:

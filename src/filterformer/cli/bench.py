@@ -2,8 +2,10 @@
 
 Writes bench.json (one record per method, N and mode), bench.md (tables, targets, what each step
 runs, what was skipped and why), bench.png (log-log plots), targets.json and machine.json to
---output. Each configuration runs in its own process, so its peak-memory figure is its own; then
-the extra benchmarks (--extras) add their rows, each benchmark in one process.
+--output. Each configuration runs in its own process, so its peak-memory figure is its own (on
+CUDA all run in one spawned worker, which resets the peak per configuration); then the extra
+benchmarks (--extras) add their rows, each benchmark in one process. --gpu-targets runs the GPU
+targets' rows alone. Exits 2 when no configuration was measured.
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ import shlex
 from pathlib import Path
 
 from ..bench import BENCH_METHODS, MODES, BenchSettings, BenchShape, method_names, run_and_write
-from ..bench.extras import EXTRAS, QUICK_EXTRAS
+from ..bench.extras import DEFAULT_EXTRAS, EXTRAS, GPU_EXTRAS, QUICK_EXTRAS
 from ..bench.paired_check import PAIRED_CHOICES
-from ..bench.sweep import DEFAULT_LENGTHS, DEVICES, OUTPUT_FILES, QUICK_LENGTHS
+from ..bench.sweep import (
+    DEFAULT_LENGTHS,
+    DEVICES,
+    OUTPUT_FILES,
+    QUICK_LENGTHS,
+    NothingMeasured,
+    resolve_device,
+)
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
 #: The options the report's command line repeats where they differ from the defaults.
-_ECHOED = ("quick", "methods", "lengths", "modes", "repeats", "device", "paired", "extras",
-           "compile")
+_ECHOED = ("quick", "gpu_targets", "methods", "lengths", "modes", "repeats", "device", "paired",
+           "extras", "compile")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paired ratio where one was measured")
     add("--extras", nargs="+", choices=(*EXTRAS, "none"), metavar="NAME",
         help=f"extra benchmarks to run after the methods: {', '.join(EXTRAS)}, or none "
-        f"(default: all; --quick: {' '.join(QUICK_EXTRAS)})")
+        f"(default: {' '.join(DEFAULT_EXTRAS)}; --quick: {' '.join(QUICK_EXTRAS)})")
+    add("--gpu-targets", action="store_true",
+        help="run only the GPU targets' rows (attention modules at D=768 and D=128, GFSA's "
+        "kernel, a BERT-base-sized training step, first and warmed generation; bf16, sides "
+        "alternated) and judge those targets; needs CUDA (with --quick: tiny sizes, any device)")
     add("--compile", action="store_true",
         help="add the compiled-step benchmark (torch.compile against eager training steps), "
         "which a full run includes and --quick leaves out")
@@ -52,10 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     """The :class:`~filterformer.bench.BenchSettings` the command line asks for."""
-    extras = set(args.extras or (QUICK_EXTRAS if args.quick else EXTRAS)) | (
-        {"compiled"} if args.compile else set())
+    if args.gpu_targets and not args.quick and resolve_device(args.device) != "cuda":
+        raise ValueError("--gpu-targets measures GPU shapes (32,768 tokens a batch, a "
+                         "BERT-base-sized model): use it with --device cuda on a GPU, or add "
+                         "--quick to run its code at tiny sizes")
+    default = () if args.gpu_targets else QUICK_EXTRAS if args.quick else DEFAULT_EXTRAS
+    extras = (set(args.extras or default) | set(GPU_EXTRAS if args.gpu_targets else ())
+              | ({"compiled"} if args.compile else set()))
     return BenchSettings(
-        methods=tuple(args.methods or method_names()),
+        methods=tuple(args.methods or (() if args.gpu_targets else method_names())),
         lengths=tuple(args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)),
         modes=tuple(args.modes or MODES), device=args.device,
         shape=BenchShape.quick() if args.quick else BenchShape(),
@@ -72,7 +90,7 @@ def _command(args: argparse.Namespace) -> str:
         value = getattr(args, name)
         if value not in (None, False, "auto"):
             values = [] if value is True else value if isinstance(value, list) else [value]
-            parts += [f"--{name}", *map(str, values)]
+            parts += [f"--{name.replace('_', '-')}", *map(str, values)]
     return shlex.join(parts)
 
 
@@ -81,8 +99,13 @@ def run(args: argparse.Namespace) -> int:
         for name, method in BENCH_METHODS.items():
             print(f"{name:<20} {method.level:<7} {method.timed}")
         return 0
-    report = run_and_write(settings_from_args(args), args.output, paired=args.paired,
-                           command=_command(args))
+    try:
+        report = run_and_write(settings_from_args(args), args.output, paired=args.paired,
+                               command=_command(args))
+    except NothingMeasured as err:  # the report is written and shown; main() exits 2
+        print(f"\n{err.report}")
+        raise
     print(f"\n{report}")
-    print(f"wrote {args.output}/{', '.join(OUTPUT_FILES)}")
+    written = [name for name in OUTPUT_FILES if (args.output / name).exists()]
+    print(f"wrote {args.output}/{', '.join(written)}")
     return 0
