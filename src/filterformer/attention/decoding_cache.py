@@ -103,6 +103,11 @@ class LayerCache:
                              for name, buffer in self._buffers.items()}
 
     def _write(self, name: str, value: Tensor) -> Tensor:
+        if value.shape[-2] != self.length - self.offset:
+            raise ValueError(
+                f"{name} is written at the positions last appended ({self.length - self.offset},"
+                f" from {self.offset}); got {value.shape[-2]}: append the step's keys first"
+            )
         buffer = self._buffers.get(name)
         if buffer is None:
             buffer = value.new_zeros(*value.shape[:-2], self.capacity, value.shape[-1])
@@ -122,7 +127,7 @@ class LayerCache:
             # Earlier steps' graphs hold the buffer (writing it in place would break them), or
             # it was filled under inference mode, which only allows writing it there.
             buffer = buffer.clone()
-        buffer[..., self.length - value.shape[-2] : self.length, :] = value
+        buffer[..., self.offset : self.length, :] = value
         self._buffers[name] = buffer
         return buffer[..., : self.span, :]
 
