@@ -223,8 +223,8 @@ def test_cache_made_before_patching_is_refused():
 
 def test_cached_powers_crop_as_transformers_caches_do():
     store = PowerCache()
+    store.append_key(torch.randn(1, 2, 5, 4))  # a step appends its keys, then ĀV at them
     store.append_power(1, torch.randn(1, 2, 5, 4))
-    store.append_key(torch.randn(1, 2, 5, 4))
     powers = CachedPowers({0: store})
     for tokens_to_remove, length in ((0, 5), (-2, 3), (2, 2)):  # positive: the length kept
         powers.crop(tokens_to_remove)

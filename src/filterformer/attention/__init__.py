@@ -7,7 +7,7 @@ by name.
 from .agf import AGF_AUX_LOSS, AttentiveGraphFilterAttention
 from .base import AttentionBase, AttentionInputs, merge_heads, split_heads
 from .context import AttentionContext, AttentionMaps
-from .decoding_cache import DecodingCache, LayerCache
+from .decoding_cache import CACHE_BUCKET, DecodingCache, LayerCache
 from .gfsa import GraphFilterAttention
 from .registry import (
     ATTENTION_REGISTRY,
@@ -23,6 +23,7 @@ from .softmax import SoftmaxAttention
 __all__ = [
     "AGF_AUX_LOSS",
     "ATTENTION_REGISTRY",
+    "CACHE_BUCKET",
     "AttentionBase",
     "AttentionContext",
     "AttentionInputs",

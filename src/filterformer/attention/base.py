@@ -20,6 +20,7 @@ from ..functional import (
     check_neutreno_lambda,
     key_padding_from_attn_mask,
 )
+from ..functional.masks import pad_keys
 from ..optim import exclude_from_weight_decay
 from .context import AttentionContext, AttentionMaps
 from .decoding_cache import LayerCache
@@ -46,11 +47,15 @@ class AttentionInputs:
     Attributes:
         x: ``(B, N, D)`` the layer's input (normed in a pre-LN block).
         residual: ``(B, N, D)`` the un-normed residual stream (``x`` in a post-LN block).
-        padding_mask: ``(B, S)`` bool over keys, True at real tokens (S = N without a cache).
+        padding_mask: ``(B, S)`` bool over keys, True at real tokens (S = N without a cache;
+            with one, ``cache.span``: the unused positions of its buffer are False).
         attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)``, or None.
         is_causal: whether the layer is causal.
         context: the per-forward :class:`AttentionContext`.
         cache: the layer's :class:`LayerCache` while decoding, else None.
+        query_offset: while decoding, the key position of the first query (``cache.offset``);
+            causal masking places query i at key ``query_offset + i``, which also hides the
+            buffer's unused positions after the queries. None without a cache.
     """
 
     x: Tensor
@@ -60,6 +65,7 @@ class AttentionInputs:
     is_causal: bool
     context: AttentionContext
     cache: LayerCache | None
+    query_offset: int | None = None
 
 
 class AttentionBase(nn.Module):
@@ -180,7 +186,8 @@ class AttentionBase(nn.Module):
             x: ``(B, N, D)`` input.
             attn_mask: SDPA-style mask broadcastable to ``(B, h, N, S)`` (timm's argument); for
                 methods with ``key_padding_only``, a key-padding mask ``(B, 1, 1, S)``.
-            padding_mask: ``(B, S)`` bool, True at real tokens; with a cache S covers the past.
+            padding_mask: ``(B, S)`` bool, True at real tokens; with a cache S covers the past
+                (the positions held, ``cache.length`` after this call's).
             context: the per-forward context (NeuTRENO's V⁰, aux losses, recorded maps); a fresh
                 one when None, which makes this layer the first.
             cache: this layer's decoding cache (causal layers only).
@@ -196,22 +203,25 @@ class AttentionBase(nn.Module):
         context = AttentionContext() if context is None else context
         q, k, v = self.project_qkv(x)
         keys, values = (k, v) if cache is None else cache.append_kv(k, v)
+        held = x.shape[1] if cache is None else cache.length
         if padding_mask is not None:
-            check_key_padding_mask(padding_mask, x.shape[0], keys.shape[-2])
+            check_key_padding_mask(padding_mask, x.shape[0], held)
         if attn_mask is not None and self.key_padding_only:
             padding = key_padding_from_attn_mask(
-                attn_mask, x.shape[0], keys.shape[-2], method=f"attention {self.method!r}"
+                attn_mask, x.shape[0], held, method=f"attention {self.method!r}"
             )
             padding_mask = padding if padding_mask is None else padding & padding_mask
             attn_mask = None
+        span = keys.shape[-2]
         inputs = AttentionInputs(
             x=x,
             residual=x if residual is None else residual,
-            padding_mask=padding_mask,
-            attn_mask=attn_mask,
+            padding_mask=pad_keys(padding_mask, held, span, name="padding_mask"),
+            attn_mask=pad_keys(attn_mask, held, span, name="attn_mask"),
             is_causal=self.causal,
             context=context,
             cache=cache,
+            query_offset=None if cache is None else cache.offset,
         )
         out = self.attend(q, keys, values, inputs)
         out = context.neutreno(out, v, self.neutreno_lambda if self.uses_neutreno else None)

@@ -1,4 +1,14 @@
-"""Key/value cache for incremental causal decoding."""
+"""Key/value cache for incremental causal decoding, preallocated in buckets of positions.
+
+A cache that grew by one position a step would hand attention a new key length every token: on a
+GPU, cuDNN builds (and keeps) an execution plan per shape, so a first generation paid for one
+plan per token, and concatenating the past every step copied all of it again. Here every kept
+tensor lives in a buffer whose capacity is a multiple of ``bucket`` positions, written in place;
+a decoding step attends over the whole buffer with the unused positions masked (they come after
+every query: see :func:`~filterformer.functional.masks.causal_mask`), so the key length changes
+only when the buffer grows, once every ``bucket`` positions. Unused positions are zeros, or
+positions dropped by :meth:`LayerCache.crop`: finite values, which a masked key weighs by 0.
+"""
 
 from __future__ import annotations
 
@@ -7,65 +17,149 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-__all__ = ["DecodingCache", "LayerCache"]
+from ..checks import check_integer
+
+__all__ = ["CACHE_BUCKET", "DecodingCache", "LayerCache"]
+
+#: Positions by which a cache's buffers grow (the default of ``bucket``): a new attention shape
+#: every 256 tokens, and at most 255 masked positions attended.
+CACHE_BUCKET = 256
 
 
 class LayerCache:
-    """One layer's past keys, values and derived signals, each ``(B, h, T, d)``.
+    """One layer's past keys, values and derived signals, each kept as ``(B, h, capacity, d)``.
 
     ``signals`` hold per-position quantities a method needs at past positions besides V: GFSA
     keeps ``Ā^n V`` for n = 1..(order − 1), since ``Ā^{n+1}V`` at a new position mixes the past
     positions' ``Ā^n V``. Causality makes those past values final.
+
+    A step first appends the new positions' keys and values (:meth:`append_kv`), then any signal
+    at the same positions (:meth:`append_signal`). Both return the tensor over :attr:`span`
+    positions: exactly the positions held on a step without a past (a prompt: the attention is
+    square), the whole buffer afterwards.
+
+    Args:
+        bucket: positions by which the buffers grow (an integer >= 1); :data:`CACHE_BUCKET`
+            when None.
     """
 
-    def __init__(self) -> None:
-        self.keys: Tensor | None = None
-        self.values: Tensor | None = None
-        self.signals: dict[str, Tensor] = {}
+    def __init__(self, bucket: int | None = None) -> None:
+        self.bucket = check_integer("bucket", CACHE_BUCKET if bucket is None else bucket,
+                                    minimum=1)
+        #: positions held.
+        self.length = 0
+        #: the position of the first of the last appended positions (the step's first query).
+        self.offset = 0
+        #: positions every buffer has room for.
+        self.capacity = 0
+        self._buffers: dict[str, Tensor] = {}
 
     @property
-    def length(self) -> int:
-        return 0 if self.keys is None else self.keys.shape[-2]
+    def span(self) -> int:
+        """The key positions a step attends over: the buffer once there is a past."""
+        return self.length if self.offset == 0 else self.capacity
 
     def append_kv(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Append new positions' keys and values; return all of them."""
-        if self.keys is None:
-            self.keys, self.values = keys, values
-        else:
-            self.keys = torch.cat([self.keys, keys], dim=-2)
-            self.values = torch.cat([self.values, values], dim=-2)
-        return self.keys, self.values
+        """Append new positions' keys and values ``(B, h, L, d)``; return them over every
+        position of :attr:`span`, ``(B, h, span, d)``."""
+        self._advance(keys.shape[-2])
+        return self._write("keys", keys), self._write("values", values)
 
     def append_signal(self, name: str, value: Tensor) -> Tensor:
-        """Append new positions of a named signal; return it over all positions."""
-        past = self.signals.get(name)
-        self.signals[name] = value if past is None else torch.cat([past, value], dim=-2)
-        return self.signals[name]
+        """Write a named signal at the last appended positions; return it over :attr:`span`."""
+        return self._write(name, value)
 
     def append_power(self, n: int, power: Tensor) -> Tensor:
-        """Append the new positions' ``Ā^n V`` (GFSA); return it at every position so far."""
+        """Write the new positions' ``Ā^n V`` (GFSA); return it over :attr:`span`."""
         return self.append_signal(f"power{n}", power)
 
     def power(self, n: int) -> Tensor | None:
-        """``Ā^n V`` at every position so far, ``(B, h, T, d)``, or None before any."""
-        return self.signals.get(f"power{n}")
+        """``Ā^n V`` at every position held, ``(B, h, length, d)``, or None before any."""
+        buffer = self._buffers.get(f"power{n}")
+        return None if buffer is None else buffer[..., : self.length, :]
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions (all of them when fewer are held)."""
+        check_integer("length", length, minimum=0)
+        self.length = min(self.length, length)
+        self.offset = min(self.offset, self.length)
 
     def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> None:
-        """Replace every kept ``(B, h, T, d)`` tensor (keys, values, signals) by ``fn`` of it: a
-        batch selection, reordering or crop then acts alike on everything the layer keeps."""
-        if self.keys is not None:
-            self.keys = fn(self.keys)
-        if self.values is not None:
-            self.values = fn(self.values)
-        self.signals = {name: fn(signal) for name, signal in self.signals.items()}
+        """Replace every buffer (keys, values, signals), ``(B, h, capacity, d)``, by ``fn`` of
+        it: a batch selection or reordering (along dim 0) then acts alike on everything the
+        layer keeps. A ``fn`` that shortens the positions crops to what is left; use
+        :meth:`crop` to crop without copying."""
+        self._buffers = {name: fn(buffer) for name, buffer in self._buffers.items()}
+        if self._buffers:
+            self.capacity = min(buffer.shape[-2] for buffer in self._buffers.values())
+            self.crop(self.capacity)
+
+    def _advance(self, new: int) -> None:
+        """Hold ``new`` more positions, growing the buffers to the next bucket if needed."""
+        self.offset, self.length = self.length, self.length + new
+        if self.length > self.capacity:
+            self.capacity = -(-self.length // self.bucket) * self.bucket
+            self._buffers = {name: _grown(buffer, self.capacity)
+                             for name, buffer in self._buffers.items()}
+
+    def _write(self, name: str, value: Tensor) -> Tensor:
+        if value.shape[-2] != self.length - self.offset:
+            raise ValueError(
+                f"{name} is written at the positions last appended ({self.length - self.offset},"
+                f" from {self.offset}); got {value.shape[-2]}: append the step's keys first"
+            )
+        buffer = self._buffers.get(name)
+        if buffer is None:
+            buffer = value.new_zeros(*value.shape[:-2], self.capacity, value.shape[-1])
+        elif (buffer.shape[:-2], buffer.shape[-1], buffer.dtype, buffer.device) != (
+            value.shape[:-2], value.shape[-1], value.dtype, value.device
+        ):
+            raise ValueError(
+                f"the decoding cache holds {name} of shape (B, h, T, d) = "
+                f"{tuple(buffer.shape[:-2])} + (T, {buffer.shape[-1]}), {buffer.dtype} on "
+                f"{buffer.device}; got new positions of shape {tuple(value.shape)}, "
+                f"{value.dtype} on {value.device}: decode with the batch and model it was "
+                "filled with (reorder or select rows with map_tensors), or start a new cache"
+            )
+        if buffer.requires_grad or value.requires_grad or (
+            buffer.is_inference() and not torch.is_inference_mode_enabled()
+        ):
+            # Earlier steps' graphs hold the buffer (writing it in place would break them), or
+            # it was filled under inference mode, which only allows writing it there.
+            buffer = buffer.clone()
+        buffer[..., self.offset : self.length, :] = value
+        self._buffers[name] = buffer
+        return buffer[..., : self.span, :]
+
+
+def _grown(buffer: Tensor, capacity: int) -> Tensor:
+    """``buffer`` ``(..., T, d)`` followed by zeros up to ``capacity`` positions."""
+    tail = buffer.new_zeros(*buffer.shape[:-2], capacity - buffer.shape[-2], buffer.shape[-1])
+    return torch.cat([buffer, tail], dim=-2)
 
 
 class DecodingCache:
-    """The caches of every layer of a model, and the number of positions already decoded."""
+    """The caches of every layer of a model, and the number of positions already decoded.
 
-    def __init__(self, num_layers: int) -> None:
-        self.layers = [LayerCache() for _ in range(num_layers)]
+    Args:
+        num_layers: the model's layers.
+        bucket: positions by which each layer's buffers grow (:data:`CACHE_BUCKET` when None).
+    """
+
+    def __init__(self, num_layers: int, bucket: int | None = None) -> None:
+        self.layers = [LayerCache(bucket) for _ in range(num_layers)]
 
     @property
     def length(self) -> int:
         return self.layers[0].length if self.layers else 0
+
+    def crop(self, length: int) -> None:
+        """Keep the first ``length`` positions of every layer."""
+        for layer in self.layers:
+            layer.crop(length)
+
+    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> None:
+        """Apply ``fn`` to every layer's buffers (see :meth:`LayerCache.map_tensors`): e.g.
+        ``cache.map_tensors(lambda t: t.index_select(0, beams))`` to follow beam search."""
+        for layer in self.layers:
+            layer.map_tensors(fn)

@@ -101,6 +101,7 @@ class GraphFilterAttention(AttentionBase):
             key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
             exact_power=self.exact_power, base=self.base, scale=self.scale,
             dropout_p=self.attn_drop if self.training else 0.0, past=inputs.cache,
+            query_offset=inputs.query_offset,
         )
 
     def filter_matrix(self, q: Tensor, k: Tensor, inputs: AttentionInputs) -> AttentionMaps:

@@ -28,4 +28,5 @@ class SoftmaxAttention(AttentionBase):
             is_causal=inputs.is_causal,
             dropout_p=self.attn_drop if self.training else 0.0,
             scale=self.scale,
+            query_offset=inputs.query_offset,
         )

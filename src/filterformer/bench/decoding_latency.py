@@ -76,11 +76,8 @@ def prefill(family: str, model: nn.Module, prompt: Tensor) -> PrefilledDecoder:
         cache = model.new_cache()
         logits = model(prompt, cache=cache).logits[:, -1]
 
-        def native_crop() -> None:
-            for layer in cache.layers:
-                layer.map_tensors(lambda t: t[..., :context, :])
-
-        return PrefilledDecoder(lambda ids: model(ids, cache=cache).logits[:, -1], native_crop,
+        return PrefilledDecoder(lambda ids: model(ids, cache=cache).logits[:, -1],
+                                lambda: cache.crop(context),
                                 logits.argmax(-1, keepdim=True))
     out = model(input_ids=prompt, use_cache=True)
     # transformers 5.24 renamed past_key_values to cache; an output declares the name it uses.

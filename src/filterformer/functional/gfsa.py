@@ -111,6 +111,7 @@ def attention_powers(
     is_causal: bool = False,
     scale: float | None = None,
     extend: Callable[[int, Tensor], Tensor] | None = None,
+    query_offset: int | None = None,
 ) -> list[Tensor]:
     """``[ĀV, Ā²V, …, Ā^n V]`` at the query positions, by ``n`` chained fused attention calls.
 
@@ -124,6 +125,7 @@ def attention_powers(
         extend: while decoding (L < S), ``extend(n, y)`` maps the new positions' ``Ā^n V`` to its
             values at all S key positions (the cached past followed by ``y``). Without it the
             problem must be square.
+        query_offset: the key position of the first query, as in :func:`attend`.
 
     Returns:
         n tensors of shape ``(B, h, L, d_v)``.
@@ -136,7 +138,7 @@ def attention_powers(
     for n in range(1, num_powers + 1):
         power = attend(
             q, k, signal, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-            is_causal=is_causal, scale=scale,
+            is_causal=is_causal, scale=scale, query_offset=query_offset,
         )
         powers.append(power)
         if n < num_powers:
@@ -183,6 +185,7 @@ def gfsa(
     scale: float | None = None,
     dropout_p: float = 0.0,
     past: PastPowers | None = None,
+    query_offset: int | None = None,
 ) -> Tensor:
     """Graph-filter self-attention ``H̃V`` (METHODS.md §1): the one implementation of GFSA.
 
@@ -208,6 +211,8 @@ def gfsa(
             dropped probabilities); pass 0 in evaluation.
         past: while decoding (``L < S``), the layer's cache of ``Ā^n V`` at the past positions,
             which this call extends with the new ones.
+        query_offset: while decoding, the key position of the first query (``S - L`` when
+            None): a bucketed cache passes its unused positions after the new ones, masked.
 
     Returns:
         ``(B, h, L, d_v)``. A row whose keys are all masked has ``Ā = 0``, so it is ``w0·V``.
@@ -230,7 +235,7 @@ def gfsa(
         )
     num_powers = K if exact_power else 2
     if base == "efficient":
-        if is_causal or past is not None:
+        if is_causal or past is not None or query_offset is not None:
             raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
         if attn_mask is not None:
             padding = key_padding_from_attn_mask(attn_mask, q.shape[0], key_len)
@@ -243,9 +248,10 @@ def gfsa(
         extend = None if past is None else past.append_power
         powers = attention_powers(
             q, k, v, num_powers, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-            is_causal=is_causal, scale=scale, extend=extend,
+            is_causal=is_causal, scale=scale, extend=extend, query_offset=query_offset,
         )
-    values = repeat_heads(v[..., key_len - query_len :, :], q.shape[1])
+    start = key_len - query_len if query_offset is None else query_offset
+    values = repeat_heads(v[..., start : start + query_len, :], q.shape[1])
     out = gfsa_combine(values, powers[0], powers[-1], w0, w1, wK, K=K, exact_power=exact_power)
     return F.dropout(out, dropout_p) if dropout_p > 0 else out
 

@@ -12,6 +12,7 @@ exactly as ``-inf`` and ``False`` do (Hugging Face writes masks with ``-1e4``, `
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "key_padding_from_attn_mask",
     "key_padding_to_attn_mask",
     "masked_entries",
+    "pad_keys",
     "sdpa_mask",
 ]
 
@@ -84,15 +86,54 @@ def key_padding_to_attn_mask(key_padding_mask: Tensor) -> Tensor:
     return key_padding_mask[:, None, None, :]
 
 
-def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> Tensor:
-    """Boolean ``(L, S)`` causal mask aligned bottom-right.
+def causal_mask(
+    query_len: int,
+    key_len: int,
+    device: torch.device | None = None,
+    *,
+    query_offset: int | None = None,
+) -> Tensor:
+    """Boolean ``(L, S)`` causal mask: query i sits at key position ``query_offset + i``.
 
-    Query i sits at absolute position ``S - L + i``, so a block of new queries decoded after a
-    cache of ``S - L`` past keys sees every past key and the new keys up to itself.
+    By default the queries are the last L positions (aligned bottom-right, ``query_offset =
+    S - L``): a block of new queries decoded after a cache of ``S - L`` past keys sees every past
+    key and the new keys up to itself. A bucketed decoding cache passes its keys with unused
+    positions after the new ones, and the offset at which the new ones were written: the unused
+    positions come after every query, so this mask hides them too.
     """
-    offset = key_len - query_len
+    offset = key_len - query_len if query_offset is None else query_offset
+    keys = torch.arange(key_len, device=device)
+    if query_len == 1:  # one decoded token: a single comparison
+        return (keys <= offset)[None, :]
     rows = torch.arange(query_len, device=device)[:, None] + offset
-    return torch.arange(key_len, device=device)[None, :] <= rows
+    return keys[None, :] <= rows
+
+
+def pad_keys(mask: Tensor | None, real_len: int, key_len: int, *, name: str) -> Tensor | None:
+    """Extend a mask over ``real_len`` keys to ``key_len`` keys, the added ones masked (False, or
+    ``-inf`` in a float mask): the unused positions of a bucketed decoding cache.
+
+    Args:
+        mask: ``(..., real_len)``, or ``(..., 1)`` broadcast over the keys (returned as it is),
+            or None.
+        real_len: the keys the mask covers (the positions the cache holds).
+        key_len: the keys attended over, ``>= real_len``.
+        name: the argument the mask came from, for the error.
+
+    Raises:
+        ValueError: naming ``name`` when the mask covers neither ``real_len`` keys nor one.
+    """
+    if mask is None or key_len == real_len:
+        return mask
+    if mask.shape[-1] == 1 != real_len:  # broadcast over the keys
+        return mask
+    if mask.shape[-1] != real_len:
+        raise ValueError(
+            f"{name} must cover the {real_len} keys held so far (the decoding cache's past and "
+            f"the new positions); got shape {tuple(mask.shape)}"
+        )
+    fill = False if mask.dtype == torch.bool else float("-inf")
+    return F.pad(mask, (0, key_len - real_len), value=fill)
 
 
 def _check_attn_mask(attn_mask: Tensor, batch: int, heads: int, query_len: int, key_len: int):
@@ -169,14 +210,17 @@ def sdpa_mask(
     key_padding_mask: Tensor | None = None,
     is_causal: bool = False,
     explicit_causal: bool = False,
+    query_offset: int | None = None,
 ) -> tuple[Tensor | None, bool]:
     """Fold every mask into what SDPA takes: ``(attn_mask or None, is_causal)``.
 
     A causal request alone on a square problem stays a flag (so fused kernels keep their fast
     path); with other masks, with fewer queries than keys (decoding), or when
-    ``explicit_causal`` asks for it, it is materialised as a bottom-right aligned boolean mask.
-    A single query masks nothing causally (bottom-right aligned, it sits after every key), so
-    decoding one token at a time keeps SDPA's unmasked path and skips the dead-row check.
+    ``explicit_causal`` asks for it, it is materialised as a boolean mask placing query i at key
+    position ``query_offset + i`` (bottom-right aligned, ``S - L``, when None: see
+    :func:`causal_mask`). A single bottom-right aligned query masks nothing causally (it sits
+    after every key), so decoding one token at a time keeps SDPA's unmasked path and skips the
+    dead-row check.
     A float mask comes back in ``dtype`` (SDPA refuses a float64 or half-precision mask beside
     queries of another dtype), its masked entries already ``-inf``.
     """
@@ -188,10 +232,15 @@ def sdpa_mask(
     if key_padding_mask is not None:
         key_padding_mask = check_key_padding_mask(key_padding_mask, batch, key_len)
         attn_mask = combine_masks(key_padding_to_attn_mask(key_padding_mask), attn_mask, dtype)
-    if is_causal and query_len == 1 <= key_len:
+    if query_offset == key_len - query_len:
+        query_offset = None
+    if is_causal and query_offset is None and query_len == 1 <= key_len:
         is_causal = False
-    if is_causal and (explicit_causal or attn_mask is not None or query_len != key_len):
-        attn_mask = combine_masks(causal_mask(query_len, key_len, device), attn_mask, dtype)
+    if is_causal and (
+        explicit_causal or attn_mask is not None or query_len != key_len or query_offset is not None
+    ):
+        causal = causal_mask(query_len, key_len, device, query_offset=query_offset)
+        attn_mask = combine_masks(causal, attn_mask, dtype)
         is_causal = False
     return attn_mask, is_causal
 

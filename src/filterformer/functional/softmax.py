@@ -36,6 +36,7 @@ def _fold_masks(
     key_padding_mask: Tensor | None,
     is_causal: bool,
     explicit_causal: bool = False,
+    query_offset: int | None = None,
 ) -> tuple[Tensor | None, bool]:
     batch, heads, query_len, _ = q.shape
     return sdpa_mask(
@@ -49,7 +50,24 @@ def _fold_masks(
         key_padding_mask=key_padding_mask,
         is_causal=is_causal,
         explicit_causal=explicit_causal,
+        query_offset=query_offset,
     )
+
+
+def _may_have_dead_rows(
+    q: Tensor,
+    k: Tensor,
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    query_offset: int | None,
+) -> bool:
+    """Whether a folded mask may leave a row without keys: a causal mask alone gives every query
+    at a key position >= 0 its own key, so only other masks, or queries before the first key,
+    can. Skipping the check saves a decoding step's few small kernels per call."""
+    if attn_mask is not None or key_padding_mask is not None:
+        return True
+    offset = k.shape[-2] - q.shape[-2] if query_offset is None else query_offset
+    return offset < 0
 
 
 def attend(
@@ -62,6 +80,7 @@ def attend(
     is_causal: bool = False,
     dropout_p: float = 0.0,
     scale: float | None = None,
+    query_offset: int | None = None,
 ) -> Tensor:
     """Softmax attention ``Ā V`` through the fused SDPA kernel; never materialises ``Ā``.
 
@@ -76,6 +95,9 @@ def attend(
         is_causal: causal masking, aligned bottom-right when ``L < S`` (decoding with a cache).
         dropout_p: dropout on the attention probabilities, in ``[0, 1)``.
         scale: score scale; ``1/sqrt(d)`` when None.
+        query_offset: with ``is_causal``, the key position of the first query (a bucketed
+            decoding cache: keys after the last query's position are unused and masked);
+            ``S - L`` when None.
 
     Returns:
         ``(B, h, L, d_v)``, the same as with k and v repeated to h heads. Rows in which every key
@@ -87,9 +109,11 @@ def attend(
     """
     check_qkv(q, k, v, grouped=True)
     check_probability("dropout_p", dropout_p)
-    mask, is_causal = _fold_masks(q, k, attn_mask, key_padding_mask, is_causal)
+    mask, is_causal = _fold_masks(
+        q, k, attn_mask, key_padding_mask, is_causal, query_offset=query_offset
+    )
     dead = None
-    if mask is not None:
+    if mask is not None and _may_have_dead_rows(q, k, attn_mask, key_padding_mask, query_offset):
         mask, dead = revive_dead_rows(mask)
     heads = q.shape[1]
     grouped = {}

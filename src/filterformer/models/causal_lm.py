@@ -72,9 +72,10 @@ class CausalLM(nn.Module):
             nn.init.normal_(self.transformer.embed.tokens.weight, std=0.02)
             self.lm_head.weight = self.transformer.embed.tokens.weight
 
-    def new_cache(self) -> DecodingCache:
-        """An empty decoding cache."""
-        return self.transformer.new_cache()
+    def new_cache(self, bucket: int | None = None) -> DecodingCache:
+        """An empty decoding cache, whose buffers grow by ``bucket`` positions
+        (:data:`~filterformer.attention.CACHE_BUCKET` when None)."""
+        return self.transformer.new_cache(bucket)
 
     def forward(
         self,
@@ -121,6 +122,7 @@ class CausalLM(nn.Module):
         top_k: int | None = None,
         use_cache: bool = True,
         generator: torch.Generator | None = None,
+        cache_bucket: int | None = None,
     ) -> Tensor:
         """Continue ``input_ids`` ``(B, T)`` by ``max_new_tokens`` tokens -> ``(B, T + new)``.
 
@@ -136,6 +138,9 @@ class CausalLM(nn.Module):
                 them all (Hugging Face's meaning), and values above the vocabulary keep them all.
             use_cache: decode with a key/value cache.
             generator: the random generator of the sampling.
+            cache_bucket: positions by which the cache's buffers grow (the key length attention
+                sees changes once per bucket); :data:`~filterformer.attention.CACHE_BUCKET` when
+                None.
 
         Raises:
             ValueError: for a negative or non-integer ``max_new_tokens`` or ``top_k``, or a
@@ -153,7 +158,7 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"temperature must be a finite number > 0 when sampling; got {temperature!r}"
             )
-        cache = self.new_cache() if use_cache else None
+        cache = self.new_cache(cache_bucket) if use_cache else None
         tokens, step_input = input_ids, input_ids
         for _ in range(max_new_tokens):
             logits = self(step_input, cache=cache).logits[:, -1]

@@ -79,11 +79,12 @@ class Transformer(nn.Module):
             norm_eps=c.norm_eps,
         )
 
-    def new_cache(self) -> DecodingCache:
-        """An empty decoding cache for this model (causal models only)."""
+    def new_cache(self, bucket: int | None = None) -> DecodingCache:
+        """An empty decoding cache for this model (causal models only), whose buffers grow by
+        ``bucket`` positions (:data:`~filterformer.attention.CACHE_BUCKET` when None)."""
         if not self.config.causal:
             raise ValueError("decoding caches need a causal model (TransformerConfig.causal=True)")
-        return DecodingCache(len(self.blocks))
+        return DecodingCache(len(self.blocks), bucket)
 
     def forward(
         self,

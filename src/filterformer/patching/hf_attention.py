@@ -25,6 +25,7 @@ from ..functional import (
     repeat_heads,
 )
 from ..functional.masks import masked_entries
+from ..functional.sdpa_backends import growing_keys_kernels
 from ..optim import exclude_from_weight_decay
 from .state import PatchContext, PatchState, PowerCache
 
@@ -187,6 +188,27 @@ def filterformer_attention(
         GFSA layers without past keys, ``Ā`` otherwise) when ``output_attentions`` is set, else
         None.
     """
+    # transformers' cache grows by a key every decoding step: on CUDA, keep SDPA off the
+    # kernels that build a plan per key length (functional.sdpa_backends), every layer alike.
+    with growing_keys_kernels(query, key):
+        return _attention(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+            is_causal=is_causal, **kwargs,
+        )
+
+
+def _attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float,
+    scaling: float | None,
+    is_causal: bool | None,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`filterformer_attention` under its choice of SDPA kernels."""
     patch = module._modules.get(PATCH_ATTRIBUTE)
     if not isinstance(patch, HuggingFaceAttentionPatch):
         return _sdpa_attention(

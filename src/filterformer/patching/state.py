@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
@@ -40,37 +39,25 @@ class PowerCache(LayerCache):
 
     ``Ā²V`` at a new position mixes the past positions' ``ĀV``, which causality makes final. It
     also keeps the first key/value head's key at every position, ``(B, 1, T, d)``, against which
-    a decoding cache changed behind the patch's back is detected. Only the last of those keys is
-    read while decoding, so they are kept as the chunks appended and joined only when the cache
-    is reordered, cropped or reselected: a decoding step does not copy all of them again.
+    a decoding cache changed behind the patch's back is detected. Both live in the bucketed
+    buffers of :class:`LayerCache`, written in place; the keys come from the model's own cache,
+    whose length is exactly the positions held, so signals are returned over those alone.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._keys: list[Tensor] = []
-        self._key_length = 0
-
     @property
-    def length(self) -> int:
-        """The number of positions kept."""
-        return self._key_length
+    def span(self) -> int:
+        return self.length
 
     def append_key(self, key: Tensor) -> None:
         """Keep the first head of the new positions' keys ``(B, h, L, d)``."""
         if key.shape[-2]:
-            self._keys.append(key[:, :1].detach().clone())
-            self._key_length += key.shape[-2]
+            self._advance(key.shape[-2])
+            self._write("key", key[:, :1].detach())
 
     @property
     def last_key(self) -> Tensor:
         """The kept ``(B, 1, 1, d)`` key at the last position."""
-        return self._keys[-1][..., -1:, :]
-
-    def map_tensors(self, fn: Callable[[Tensor], Tensor]) -> None:
-        super().map_tensors(fn)
-        if self._keys:
-            keys = fn(torch.cat(self._keys, dim=-2))
-            self._keys, self._key_length = [keys], keys.shape[-2]
+        return self._buffers["key"][..., self.length - 1 : self.length, :]
 
 
 class CachedPowers(dict[int, PowerCache]):
@@ -98,8 +85,8 @@ class CachedPowers(dict[int, PowerCache]):
         """Drop the last ``-tokens_to_remove`` positions (assisted decoding's rejected draft);
         a positive value is, as for transformers' legacy caches, the number of positions kept."""
         if tokens_to_remove != 0:
-            kept = slice(None, tokens_to_remove)
-            self._map(lambda t: t[..., kept, :])
+            for store in self.values():
+                store.crop(len(range(store.length)[:tokens_to_remove]))
 
     def reset(self) -> None:
         """Forget every position (the cache starts again empty)."""

@@ -1,0 +1,46 @@
+"""The SDPA kernels a call may use when its keys grow by a position every decoding step.
+
+On CUDA, SDPA's cuDNN backend builds an execution plan per shape and keeps it: a decoding cache
+that hands attention one more key every step (Hugging Face's ``DynamicCache``) makes it build one
+per token, which dominates a first generation (a 1,024-token prompt and 64 new tokens on an
+H100: 65 ms per token the first time, 4.5 ms once every length had run). The flash and
+memory-efficient kernels build nothing per shape. Our own models' cache is bucketed instead
+(:mod:`filterformer.attention.decoding_cache`), so its key length changes once per bucket and
+keeps cuDNN's faster warm kernel; this choice is for caches whose length we do not control.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+__all__ = ["GROWING_KEYS_BACKENDS", "growing_keys_backends", "growing_keys_kernels"]
+
+#: The kernels for a decoding step over keys of a new length: every backend but cuDNN's, with
+#: the math kernel last for what the fused kernels do not take (float64, unusual head sizes).
+GROWING_KEYS_BACKENDS = (
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+    SDPBackend.MATH,
+)
+
+
+def growing_keys_backends(
+    device: torch.device, query_len: int, key_len: int
+) -> list[SDPBackend] | None:
+    """The SDPA backends for ``query_len`` queries over ``key_len`` keys that a growing cache
+    holds: :data:`GROWING_KEYS_BACKENDS` for a decoding step (fewer queries than keys) on CUDA,
+    else None (SDPA chooses, as for a prompt, whose plan serves every step alike)."""
+    if device.type != "cuda" or query_len >= key_len:
+        return None
+    return list(GROWING_KEYS_BACKENDS)
+
+
+def growing_keys_kernels(query: Tensor, key: Tensor) -> AbstractContextManager:
+    """A context in which SDPA calls use :func:`growing_keys_backends` of ``query``
+    ``(B, h, L, d)`` and ``key`` ``(B, h_kv, S, d)`` (nothing changes where it is None)."""
+    backends = growing_keys_backends(query.device, query.shape[-2], key.shape[-2])
+    return nullcontext() if backends is None else sdpa_kernel(backends)
