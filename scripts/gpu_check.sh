@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, in one go (about 8 minutes on an H100): the CUDA test tier, the GPU targets'
+# The GPU check, in one go (at most 9 minutes on an H100): the CUDA test tier, the GPU targets'
 # benchmark, a --quick CUDA benchmark, and a tiny `train` and `compare` on the GPU.
 #
 #   scripts/gpu_check.sh [OUTPUT_DIR]        (default: gpu-check)
@@ -51,12 +51,12 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 }
 
 ff=("$py" -m filterformer.cli)
-step cuda-tier 240 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider
-step bench-gpu-targets 300 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu"
-step bench-quick 90 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick"
-step train 90 "${ff[@]}" train --config configs/listops_tiny.yaml \
+step bench-gpu-targets 240 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu"
+step cuda-tier 150 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider
+step bench-quick 45 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick"
+step train 45 "${ff[@]}" train --config configs/listops_tiny.yaml \
     --set device=cuda max_steps=30 "output_dir=$out/train"
-step compare 150 "${ff[@]}" compare --methods softmax gfsa agf samsa_hard --seeds 0 \
+step compare 60 "${ff[@]}" compare --methods softmax gfsa agf samsa_hard --seeds 0 \
     --set device=cuda max_steps=20 --output-dir "$out/compare" --no-progress
 
 {
