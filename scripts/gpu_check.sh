@@ -53,7 +53,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 ff=("$py" -m filterformer.cli)
 step bench-gpu-targets 240 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu"
 step cuda-tier 150 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider
-step bench-quick 45 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick"
+step bench-quick 90 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick"
 step train 45 "${ff[@]}" train --config configs/listops_tiny.yaml \
     --set device=cuda max_steps=30 "output_dir=$out/train"
 step compare 60 "${ff[@]}" compare --methods softmax gfsa agf samsa_hard --seeds 0 \

