@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from .options import PatchSpec, method_options, parse_patch_spec
 from .state import PatchState, get_patch_state
+from .weight_files import remove_weight_files
 
 __all__ = [
     "BACKENDS",
@@ -197,7 +198,9 @@ def _save_pretrained(
     **kwargs: Any,
 ) -> None:
     """``transformers``' ``save_pretrained`` (same arguments), plus what loads the patch back:
-    the :data:`MARKER_KEY` weight and ``filterformer.json`` (written by the main process).
+    the :data:`MARKER_KEY` weight and ``filterformer.json`` (written by the main process), and
+    the weight files of an earlier save into the same directory removed, of either layout
+    (single file or shards), so that the directory holds one set of weights: this model's.
 
     The weights keep the names of the model's own ``state_dict``: transformers versions that
     rename some models' weights back to an older layout when saving (``save_original_format``)
@@ -205,9 +208,19 @@ def _save_pretrained(
     ``Trainer`` resuming from the checkpoint find the names the model has (transformers' own
     loader reads either layout).
     """
+    if kwargs.get("variant") is not None:
+        raise ValueError(
+            f"save_pretrained: variant={kwargs['variant']!r} names the weights file "
+            f"model.{kwargs['variant']}.safetensors, which from_pretrained does not read; save "
+            "without a variant (convert the dtype with model.to(...) first)"
+        )
     if "save_original_format" in inspect.signature(type(self).save_pretrained).parameters:
         kwargs.setdefault("save_original_format", False)
     weights = with_marker(self.state_dict() if state_dict is None else state_dict)
+    if is_main_process:
+        # transformers removes only stale shards: an earlier single file (or an index) would
+        # stay beside the new weights, and a loader could take the earlier model's.
+        remove_weight_files(save_directory)
     type(self).save_pretrained(
         self, save_directory, is_main_process=is_main_process, state_dict=weights, **kwargs
     )

@@ -29,11 +29,10 @@ from .saved_patch import (
     write_patch_file,
 )
 from .state import PatchState, get_patch_state
+from .weight_files import WEIGHTS_FILE, read_weights, remove_weight_files
 
 __all__ = ["from_pretrained", "save_pretrained"]
 
-WEIGHTS_FILE = "model.safetensors"
-WEIGHTS_INDEX = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
 #: The fields of a timm ``config.json`` that rebuild the model.
 TIMM_FIELDS = ("architecture", "num_classes", "model_args")
@@ -112,8 +111,9 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     Raises:
         FileNotFoundError: when ``directory`` lacks ``filterformer.json`` or the weights.
         ValueError: for a ``filterformer.json`` that is malformed or names an unknown method,
-            option or value, or weights that do not fit the patched model exactly (the missing,
-            unexpected and mis-shaped keys are named).
+            option or value, a directory holding two sets of weights (``model.safetensors``
+            and shards) or shards that do not match their index, or weights that do not fit the
+            patched model exactly (the missing, unexpected and mis-shaped keys are named).
     """
     directory = Path(directory)
     saved = read_patch_file(directory)
@@ -121,7 +121,7 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
         model = _build_transformers(directory, saved.model)
     else:
         model = _build_timm(directory, saved.model)
-    weights = _read_weights(directory)
+    weights = read_weights(directory)
     _take_saved_dtype(model, weights)
     patch(model, saved.spec.method, **saved.spec.options())
     _load_strictly(model, weights, directory, saved.spec)
@@ -176,6 +176,7 @@ def _save_timm(
     }
     _check_rebuilds(model, state.spec, architecture, _create_kwargs(config))
     directory.mkdir(parents=True, exist_ok=True)
+    remove_weight_files(directory)  # an earlier save's shards would stay beside the new file
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
     save_file(with_marker(weights), directory / WEIGHTS_FILE, metadata={"format": "pt"})
@@ -249,23 +250,6 @@ def _is_json(value: Any) -> bool:
 
 
 # ----- weights ------------------------------------------------------------------------------
-
-
-def _read_weights(directory: Path) -> dict[str, Tensor]:
-    """Every tensor of ``model.safetensors``, or of the shards its index names."""
-    from safetensors.torch import load_file
-
-    if (directory / WEIGHTS_FILE).is_file():
-        files = [directory / WEIGHTS_FILE]
-    elif (directory / WEIGHTS_INDEX).is_file():
-        weight_map = json.loads((directory / WEIGHTS_INDEX).read_text())["weight_map"]
-        files = [directory / name for name in sorted(set(weight_map.values()))]
-    else:
-        raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE} (nor {WEIGHTS_INDEX})")
-    weights: dict[str, Tensor] = {}
-    for file in files:
-        weights.update(load_file(file))
-    return weights
 
 
 def _take_saved_dtype(model: nn.Module, weights: Mapping[str, Tensor]) -> None:
