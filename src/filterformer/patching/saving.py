@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .api import patch
+from .api import patch, patch_for_inspection
 from .options import PatchSpec
 from .saved_patch import (
     MARKER_KEY,
@@ -208,7 +208,7 @@ def _check_rebuilds(
             reference = _create_timm(architecture, kwargs)
     except (RuntimeError, NotImplementedError):  # a constructor that reads tensor values
         reference = _create_timm(architecture, kwargs)
-    patch(reference, spec.method, **spec.options())
+    patch_for_inspection(reference, spec.method, **spec.options())
     ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     rebuilt = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
     differ = sorted(k for k in ours.keys() | rebuilt.keys() if ours.get(k) != rebuilt.get(k))

@@ -35,6 +35,7 @@ from ..models.pretrained_classifier import (
     TransformersClassifier,
 )
 from ..patching import patch
+from ..patching.api import patch_for_inspection
 from ..patching.options import PATCH_OPTIONS, PATCHABLE_PRESETS, parse_patch_spec
 
 __all__ = [
@@ -276,7 +277,7 @@ def resolve_pretrained(
     with torch.device("meta"):
         backbone = _timm_backbone(config) if timm else _transformers_backbone(config, weights=False)
     if patch_method is not None:
-        patch(backbone, patch_method, **options)
+        patch_for_inspection(backbone, patch_method, **options)
     return config
 
 
