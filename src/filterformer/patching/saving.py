@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .absent_modules import remove_modules
 from .api import patch, patch_for_inspection
 from .options import PatchSpec
 from .saved_patch import (
@@ -105,8 +106,9 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
 
     Hugging Face models are rebuilt as the class that was saved (``BertModel``,
     ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
-    models by ``timm.create_model`` with the saved architecture and arguments. The model takes the
-    dtype of its saved floating-point weights.
+    models by ``timm.create_model`` with the saved architecture and arguments. Parts of the class
+    that the saved model went without (BERT's pooler, as ``pretrained:`` runs drop it) are left
+    out again. The model takes the dtype of its saved floating-point weights.
 
     Raises:
         FileNotFoundError: when ``directory`` lacks ``filterformer.json`` or the weights.
@@ -121,6 +123,7 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
         model = _build_transformers(directory, saved.model)
     else:
         model = _build_timm(directory, saved.model)
+    remove_modules(model, saved.without_modules, directory / PATCH_FILE)
     weights = read_weights(directory)
     _take_saved_dtype(model, weights)
     patch(model, saved.spec.method, **saved.spec.options())
