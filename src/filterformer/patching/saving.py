@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..families.hf_directory import load_config
 from .absent_modules import remove_modules
 from .api import patch, patch_for_inspection
 from .options import PatchSpec
@@ -143,9 +144,23 @@ def _build_transformers(directory: Path, class_name: str) -> nn.Module:
             f"{directory / PATCH_FILE}: model {class_name!r} is not a transformers model class "
             "(e.g. 'BertModel', 'LlamaForCausalLM', 'BertForSequenceClassification')"
         )
-    model = cls(transformers.AutoConfig.from_pretrained(directory))
+    config = load_config(directory)
+    expected = cls.config_class
+    if isinstance(expected, type) and expected is not transformers.PretrainedConfig and not (
+        isinstance(config, expected)
+    ):
+        raise ValueError(
+            f"{directory / PATCH_FILE} names model {class_name!r}, which is built from a "
+            f"{expected.__name__} (model_type {getattr(expected, 'model_type', '')!r}), and "
+            f"{directory / CONFIG_FILE} holds a {type(config).__name__} (model_type "
+            f"{config.model_type!r}); they must agree: name the class that was saved "
+            f"(one for model_type {config.model_type!r})"
+        )
+    model = cls(config)
     if model.can_generate() and (directory / "generation_config.json").is_file():
-        model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
+        model.generation_config = transformers.GenerationConfig.from_pretrained(
+            directory, local_files_only=True
+        )
     return model
 
 
