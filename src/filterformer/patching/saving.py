@@ -53,7 +53,9 @@ def save_pretrained(
     patched, also writes the patch: calling ``model.save_pretrained(directory)`` directly, or
     through ``transformers.Trainer``, saves the same directory). timm models get
     ``model.safetensors`` and a ``config.json`` in timm's layout naming the architecture and the
-    ``timm.create_model`` keyword arguments that rebuild it.
+    ``timm.create_model`` keyword arguments that rebuild it. The weight files of an earlier save
+    into ``directory`` (``model.safetensors``, or shards and their index) are removed first, so
+    that it holds one set of weights, this model's.
 
     Args:
         model: a model patched by :func:`~filterformer.patching.patch`.
@@ -70,8 +72,9 @@ def save_pretrained(
         ``directory`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ValueError: for a model that is not patched, an argument its library does not take, or
-            timm ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
+        ValueError: for a model that is not patched, an argument its library does not take (or
+            ``variant``, whose file :func:`from_pretrained` would not read), or timm
+            ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
     """
     state = get_patch_state(model)
     if state is None:
