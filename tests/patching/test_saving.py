@@ -167,6 +167,8 @@ def saved_bert(tmp_path):
         (lambda d: d.update(format=2), r"format 2 is not one this filterformer reads"),
         (lambda d: d.update(backend="keras"), r"backend must be one of \('transformers', 'timm'\)"),
         (lambda d: d.update(model="NoSuchModel"), r"'NoSuchModel' is not a transformers model"),
+        (lambda d: d.update(model="GPT2Model"), r"names model 'GPT2Model', which is built from a "
+         r"GPT2Config \(model_type 'gpt2'\), and .*config\.json holds a BertConfig"),
     ],
 )
 def test_a_tampered_patch_file_is_refused_with_a_clear_error(saved_bert, change, message):

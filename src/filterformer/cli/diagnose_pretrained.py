@@ -212,10 +212,11 @@ def _load_hf(
     texts, where = _read_text(args.text, args.num_samples)
     directory = pretrained_directory(request.source)
     require_module("transformers", "transformers")
-    from transformers import AutoConfig
+    from ..families.hf_directory import load_config, refuse_custom_code
 
+    refuse_custom_code(directory)  # before the tokenizer, whose errors are reworded below
     tokenizer = _tokenizer(request.source, directory)
-    config = AutoConfig.from_pretrained(str(directory), local_files_only=True)
+    config = load_config(directory)
     longest = getattr(config, "max_position_embeddings", None)
     if args.seq_len is not None and isinstance(longest, int) and args.seq_len > longest:
         raise ValueError(f"--seq-len ({args.seq_len}) must be at most the model's "
@@ -236,10 +237,10 @@ def _load_hf(
 
 
 def _tokenizer(source: str, directory: Path) -> Any:
-    from transformers import AutoTokenizer
+    from ..families.hf_directory import load_tokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+        tokenizer = load_tokenizer(directory)
     except (OSError, ValueError, TypeError) as err:
         raise ValueError(f"--hf {source}: no tokenizer can be read from {directory} ({err}); "
                          "--hf reads text with the model directory's own tokenizer") from None

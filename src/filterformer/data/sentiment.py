@@ -159,10 +159,10 @@ def load_sentiment(
         cache_dir: cache root.
     """
     require_module("transformers", "transformers")
-    from transformers import AutoTokenizer
+    from ..families.hf_directory import load_tokenizer
 
     directory = Path(tokenizer) if tokenizer is not None else minilm_tokenizer_path()
-    wordpiece = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    wordpiece = load_tokenizer(directory)
     if wordpiece.pad_token_id != 0:
         raise ValueError(f"tokenizer must pad with id 0; {directory} pads with "
                          f"{wordpiece.pad_token_id}")

@@ -8,7 +8,7 @@ from torch import nn
 
 from ..families import is_huggingface_model, is_timm_vision_transformer
 from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
-from .options import parse_patch_spec
+from .options import PatchSpec, parse_patch_spec
 from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
 from .timm_vit import SUPPORTED as TIMM_SUPPORTED
@@ -49,11 +49,42 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
         ``model``.
 
     Raises:
-        ValueError: for an unknown method or option, a bad value, an unsupported model, or a
-            model that is already patched.
+        ValueError: for an unknown method or option, a bad value, an unsupported model, a
+            model that is already patched, or one with weights on the meta device (materialise
+            it first: the patch's new parameters need values).
         ImportError: for a ``transformers`` older than the supported versions.
     """
     spec = parse_patch_spec(method, options)
+    _refuse_meta(model)
+    return _patch(model, spec)
+
+
+def patch_for_inspection(model: ModelT, method: str, **options: Any) -> ModelT:
+    """:func:`patch`, taking a model on the meta device too: to check that the patch applies
+    and to read the names and shapes of the patched model's weights, without memory or time.
+
+    The patch's new parameters get no values on the meta device (``to_empty`` would leave them
+    uninitialised), so such a model is for inspection only, never to materialise and run.
+    """
+    return _patch(model, parse_patch_spec(method, options))
+
+
+def _refuse_meta(model: nn.Module) -> None:
+    on_meta = [
+        name for name, tensor in (*model.named_parameters(), *model.named_buffers())
+        if tensor.is_meta
+    ]
+    if on_meta:
+        raise ValueError(
+            f"cannot patch a {type(model).__name__} whose weights are on the meta device "
+            f"({len(on_meta)} of them, e.g. {on_meta[0]!r}): the patch's new parameters (GFSA's "
+            "coefficients, NeuTRENO's λ, the fusion weights) would get no values, and "
+            "to_empty() would leave them uninitialised. Materialise the model first "
+            "(model.to_empty(device=...), then load its weights), then patch it"
+        )
+
+
+def _patch(model: ModelT, spec: PatchSpec) -> ModelT:
     state = get_patch_state(model)
     if state is not None:
         raise ValueError(

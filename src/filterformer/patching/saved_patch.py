@@ -4,7 +4,9 @@ A directory written by :func:`~filterformer.patching.save_pretrained`, or by a p
 model's own ``save_pretrained`` (which ``transformers.Trainer`` calls), holds:
 
 - ``filterformer.json`` (:data:`PATCH_FILE`): the patch (method and options), the backend, the
-  model to rebuild and the filterformer version that wrote it;
+  model to rebuild, the filterformer version that wrote it and, where the model went without
+  parts its class builds (BERT's pooler), their names
+  (:mod:`~filterformer.patching.absent_modules`);
 - beside the model's weights, one more entry, :data:`MARKER_KEY` (``filterformer.from_pretrained``).
   A loader that knows nothing of the patch reports it among the unexpected keys, next to the
   patch's own weights, so ``transformers``' load report names the function that loads the
@@ -25,8 +27,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .absent_modules import absent_modules
 from .options import PatchSpec, method_options, parse_patch_spec
 from .state import PatchState, get_patch_state
+from .weight_files import remove_weight_files
 
 __all__ = [
     "BACKENDS",
@@ -50,6 +54,8 @@ MARKER_KEY = "filterformer.from_pretrained"
 BACKENDS = ("transformers", "timm")
 #: The fields of :data:`PATCH_FILE`, all required.
 FIELDS = ("format", "filterformer_version", "backend", "model", "method", "options")
+#: The fields written only when they have something to say.
+OPTIONAL_FIELDS = ("without_modules",)
 
 
 @dataclass(frozen=True)
@@ -62,15 +68,18 @@ class SavedPatch:
             the timm architecture (``"deit_tiny_patch16_224"``).
         spec: the patch.
         version: the filterformer version that saved the model.
+        without_modules: dotted names of the submodules the model's class builds and the saved
+            model went without (``("pooler",)``); set to None when it is rebuilt.
     """
 
     backend: str
     model: str
     spec: PatchSpec
     version: str
+    without_modules: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "format": PATCH_FORMAT,
             "filterformer_version": self.version,
             "backend": self.backend,
@@ -78,19 +87,28 @@ class SavedPatch:
             "method": self.spec.method,
             "options": self.spec.options(),
         }
+        if self.without_modules:
+            data["without_modules"] = list(self.without_modules)
+        return data
 
 
-def write_patch_file(directory: str | os.PathLike, state: PatchState, model: str) -> Path:
+def write_patch_file(
+    directory: str | os.PathLike,
+    state: PatchState,
+    model: str,
+    without_modules: tuple[str, ...] = (),
+) -> Path:
     """Write ``directory/filterformer.json`` for a model patched as ``state`` says.
 
     Args:
         directory: the saved model's directory (created if needed).
         state: the model's patch state.
         model: the ``transformers`` class name or timm architecture that rebuilds the model.
+        without_modules: the submodules of ``model``'s class that the saved model went without.
     """
     from .. import __version__
 
-    saved = SavedPatch(state.backend, model, state.spec, __version__)
+    saved = SavedPatch(state.backend, model, state.spec, __version__, tuple(without_modules))
     path = Path(directory) / PATCH_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(saved.to_json(), indent=2) + "\n")
@@ -119,7 +137,7 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object with the fields {list(FIELDS)}")
     missing = [field for field in FIELDS if field not in data]
-    unknown = sorted(set(data) - set(FIELDS))
+    unknown = sorted(set(data) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if missing or unknown:
         raise ValueError(
             f"{path}: "
@@ -127,7 +145,8 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
                 [f"missing field(s) {missing}"] * bool(missing)
                 + [f"unknown field(s) {unknown}"] * bool(unknown)
             )
-            + f"; a {PATCH_FILE} has exactly the fields {list(FIELDS)}"
+            + f"; a {PATCH_FILE} has exactly the fields {list(FIELDS)}, and optionally "
+            f"{list(OPTIONAL_FIELDS)}"
         )
     if data["format"] != PATCH_FORMAT:
         raise ValueError(
@@ -153,7 +172,15 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
             f"{path}: options lack {lacking}; method {spec.method!r} is saved with all its "
             f"options: {list(method_options(spec.method))}"
         )
-    return SavedPatch(data["backend"], data["model"], spec, data["filterformer_version"])
+    without = data.get("without_modules", [])
+    if not isinstance(without, list) or not all(isinstance(n, str) and n for n in without):
+        raise ValueError(
+            f"{path}: without_modules must be a list of submodule names (e.g. ['pooler']); "
+            f"got {without!r}"
+        )
+    return SavedPatch(
+        data["backend"], data["model"], spec, data["filterformer_version"], tuple(without)
+    )
 
 
 def marker() -> Tensor:
@@ -197,7 +224,9 @@ def _save_pretrained(
     **kwargs: Any,
 ) -> None:
     """``transformers``' ``save_pretrained`` (same arguments), plus what loads the patch back:
-    the :data:`MARKER_KEY` weight and ``filterformer.json`` (written by the main process).
+    the :data:`MARKER_KEY` weight and ``filterformer.json`` (written by the main process), and
+    the weight files of an earlier save into the same directory removed, of either layout
+    (single file or shards), so that the directory holds one set of weights: this model's.
 
     The weights keep the names of the model's own ``state_dict``: transformers versions that
     rename some models' weights back to an older layout when saving (``save_original_format``)
@@ -205,11 +234,23 @@ def _save_pretrained(
     ``Trainer`` resuming from the checkpoint find the names the model has (transformers' own
     loader reads either layout).
     """
+    if kwargs.get("variant") is not None:
+        raise ValueError(
+            f"save_pretrained: variant={kwargs['variant']!r} names the weights file "
+            f"model.{kwargs['variant']}.safetensors, which from_pretrained does not read; save "
+            "without a variant (convert the dtype with model.to(...) first)"
+        )
     if "save_original_format" in inspect.signature(type(self).save_pretrained).parameters:
         kwargs.setdefault("save_original_format", False)
     weights = with_marker(self.state_dict() if state_dict is None else state_dict)
+    if is_main_process:
+        # transformers removes only stale shards: an earlier single file (or an index) would
+        # stay beside the new weights, and a loader could take the earlier model's.
+        remove_weight_files(save_directory)
     type(self).save_pretrained(
         self, save_directory, is_main_process=is_main_process, state_dict=weights, **kwargs
     )
     if is_main_process:
-        write_patch_file(save_directory, get_patch_state(self), type(self).__name__)
+        write_patch_file(
+            save_directory, get_patch_state(self), type(self).__name__, absent_modules(self)
+        )

@@ -19,7 +19,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .api import patch
+from ..families.hf_directory import load_config
+from .absent_modules import remove_modules
+from .api import patch, patch_for_inspection
 from .options import PatchSpec
 from .saved_patch import (
     MARKER_KEY,
@@ -29,11 +31,10 @@ from .saved_patch import (
     write_patch_file,
 )
 from .state import PatchState, get_patch_state
+from .weight_files import WEIGHTS_FILE, read_weights, remove_weight_files
 
 __all__ = ["from_pretrained", "save_pretrained"]
 
-WEIGHTS_FILE = "model.safetensors"
-WEIGHTS_INDEX = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
 #: The fields of a timm ``config.json`` that rebuild the model.
 TIMM_FIELDS = ("architecture", "num_classes", "model_args")
@@ -52,7 +53,9 @@ def save_pretrained(
     patched, also writes the patch: calling ``model.save_pretrained(directory)`` directly, or
     through ``transformers.Trainer``, saves the same directory). timm models get
     ``model.safetensors`` and a ``config.json`` in timm's layout naming the architecture and the
-    ``timm.create_model`` keyword arguments that rebuild it.
+    ``timm.create_model`` keyword arguments that rebuild it. The weight files of an earlier save
+    into ``directory`` (``model.safetensors``, or shards and their index) are removed first, so
+    that it holds one set of weights, this model's.
 
     Args:
         model: a model patched by :func:`~filterformer.patching.patch`.
@@ -69,8 +72,9 @@ def save_pretrained(
         ``directory`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ValueError: for a model that is not patched, an argument its library does not take, or
-            timm ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
+        ValueError: for a model that is not patched, an argument its library does not take (or
+            ``variant``, whose file :func:`from_pretrained` would not read), or timm
+            ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
     """
     state = get_patch_state(model)
     if state is None:
@@ -106,14 +110,16 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
 
     Hugging Face models are rebuilt as the class that was saved (``BertModel``,
     ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
-    models by ``timm.create_model`` with the saved architecture and arguments. The model takes the
-    dtype of its saved floating-point weights.
+    models by ``timm.create_model`` with the saved architecture and arguments. Parts of the class
+    that the saved model went without (BERT's pooler, as ``pretrained:`` runs drop it) are left
+    out again. The model takes the dtype of its saved floating-point weights.
 
     Raises:
         FileNotFoundError: when ``directory`` lacks ``filterformer.json`` or the weights.
         ValueError: for a ``filterformer.json`` that is malformed or names an unknown method,
-            option or value, or weights that do not fit the patched model exactly (the missing,
-            unexpected and mis-shaped keys are named).
+            option or value, a directory holding two sets of weights (``model.safetensors``
+            and shards) or shards that do not match their index, or weights that do not fit the
+            patched model exactly (the missing, unexpected and mis-shaped keys are named).
     """
     directory = Path(directory)
     saved = read_patch_file(directory)
@@ -121,7 +127,8 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
         model = _build_transformers(directory, saved.model)
     else:
         model = _build_timm(directory, saved.model)
-    weights = _read_weights(directory)
+    remove_modules(model, saved.without_modules, directory / PATCH_FILE)
+    weights = read_weights(directory)
     _take_saved_dtype(model, weights)
     patch(model, saved.spec.method, **saved.spec.options())
     _load_strictly(model, weights, directory, saved.spec)
@@ -140,9 +147,23 @@ def _build_transformers(directory: Path, class_name: str) -> nn.Module:
             f"{directory / PATCH_FILE}: model {class_name!r} is not a transformers model class "
             "(e.g. 'BertModel', 'LlamaForCausalLM', 'BertForSequenceClassification')"
         )
-    model = cls(transformers.AutoConfig.from_pretrained(directory))
+    config = load_config(directory)
+    expected = cls.config_class
+    if isinstance(expected, type) and expected is not transformers.PretrainedConfig and not (
+        isinstance(config, expected)
+    ):
+        raise ValueError(
+            f"{directory / PATCH_FILE} names model {class_name!r}, which is built from a "
+            f"{expected.__name__} (model_type {getattr(expected, 'model_type', '')!r}), and "
+            f"{directory / CONFIG_FILE} holds a {type(config).__name__} (model_type "
+            f"{config.model_type!r}); they must agree: name the class that was saved "
+            f"(one for model_type {config.model_type!r})"
+        )
+    model = cls(config)
     if model.can_generate() and (directory / "generation_config.json").is_file():
-        model.generation_config = transformers.GenerationConfig.from_pretrained(directory)
+        model.generation_config = transformers.GenerationConfig.from_pretrained(
+            directory, local_files_only=True
+        )
     return model
 
 
@@ -176,6 +197,7 @@ def _save_timm(
     }
     _check_rebuilds(model, state.spec, architecture, _create_kwargs(config))
     directory.mkdir(parents=True, exist_ok=True)
+    remove_weight_files(directory)  # an earlier save's shards would stay beside the new file
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
     save_file(with_marker(weights), directory / WEIGHTS_FILE, metadata={"format": "pt"})
@@ -207,7 +229,7 @@ def _check_rebuilds(
             reference = _create_timm(architecture, kwargs)
     except (RuntimeError, NotImplementedError):  # a constructor that reads tensor values
         reference = _create_timm(architecture, kwargs)
-    patch(reference, spec.method, **spec.options())
+    patch_for_inspection(reference, spec.method, **spec.options())
     ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     rebuilt = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
     differ = sorted(k for k in ours.keys() | rebuilt.keys() if ours.get(k) != rebuilt.get(k))
@@ -249,23 +271,6 @@ def _is_json(value: Any) -> bool:
 
 
 # ----- weights ------------------------------------------------------------------------------
-
-
-def _read_weights(directory: Path) -> dict[str, Tensor]:
-    """Every tensor of ``model.safetensors``, or of the shards its index names."""
-    from safetensors.torch import load_file
-
-    if (directory / WEIGHTS_FILE).is_file():
-        files = [directory / WEIGHTS_FILE]
-    elif (directory / WEIGHTS_INDEX).is_file():
-        weight_map = json.loads((directory / WEIGHTS_INDEX).read_text())["weight_map"]
-        files = [directory / name for name in sorted(set(weight_map.values()))]
-    else:
-        raise FileNotFoundError(f"{directory} has no {WEIGHTS_FILE} (nor {WEIGHTS_INDEX})")
-    weights: dict[str, Tensor] = {}
-    for file in files:
-        weights.update(load_file(file))
-    return weights
 
 
 def _take_saved_dtype(model: nn.Module, weights: Mapping[str, Tensor]) -> None:

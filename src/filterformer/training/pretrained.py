@@ -8,7 +8,9 @@
 - ``timm:<model name>``: a timm ``VisionTransformer`` of that architecture with random weights
   (no timm weights ship offline), for image tasks.
 
-Nothing is ever downloaded: Hugging Face files are read with ``local_files_only=True``. The run's
+Nothing is ever downloaded, and no code a model directory ships is run: Hugging Face files are
+read with ``local_files_only=True`` and ``trust_remote_code=False`` (a directory with an
+``auto_map`` is refused, :mod:`~filterformer.families.hf_directory`). The run's
 method fields translate to one :func:`filterformer.patch` call (:func:`patch_request`); what no
 patch can express (AGF, SAMSA, GFSA options a patch lacks, …) is refused when the
 config is made. A linear head on the pooled last hidden states classifies
@@ -27,6 +29,7 @@ import torch
 from torch import nn
 
 from ..families import is_timm_vision_transformer
+from ..families.hf_directory import load_config, load_model
 from ..jsonsafe import reject_unknown_fields
 from ..methods import apply_method
 from ..models.pretrained_classifier import (
@@ -35,6 +38,7 @@ from ..models.pretrained_classifier import (
     TransformersClassifier,
 )
 from ..patching import patch
+from ..patching.api import patch_for_inspection
 from ..patching.options import PATCH_OPTIONS, PATCHABLE_PRESETS, parse_patch_spec
 
 __all__ = [
@@ -276,7 +280,7 @@ def resolve_pretrained(
     with torch.device("meta"):
         backbone = _timm_backbone(config) if timm else _transformers_backbone(config, weights=False)
     if patch_method is not None:
-        patch(backbone, patch_method, **options)
+        patch_for_inspection(backbone, patch_method, **options)
     return config
 
 
@@ -307,9 +311,7 @@ def _hf_config(directory: Path) -> Any:
     from ..data.sources import require_module
 
     require_module("transformers", "transformers")
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(str(directory), local_files_only=True)
+    return load_config(directory)
 
 
 @contextlib.contextmanager
@@ -332,13 +334,12 @@ def load_transformers_model(source: str) -> nn.Module:
 
     Raises:
         MissingSourceError: when transformers or the MiniLM package is missing.
+        ValueError: for a directory that ships code of its own (``auto_map``), which is not run.
     """
     directory = pretrained_directory(source)
     _hf_config(directory)  # the clear message when transformers is missing
-    from transformers import AutoModel
-
     with _quiet_hf_loading():
-        return AutoModel.from_pretrained(str(directory), local_files_only=True)
+        return load_model(directory)
 
 
 def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = True) -> nn.Module:
@@ -349,7 +350,9 @@ def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = Tru
     if weights:
         model = load_transformers_model(config.pretrained)
     else:
-        model = AutoModel.from_config(_hf_config(pretrained_directory(config.pretrained)))
+        model = AutoModel.from_config(
+            _hf_config(pretrained_directory(config.pretrained)), trust_remote_code=False
+        )
     # The head pools the tokens itself: the model's own pooler would be an untrained, unused
     # part (and DDP refuses parameters without gradients). BERT-style models skip a None pooler,
     # as with add_pooling_layer=False.

@@ -1,0 +1,77 @@
+"""A local Hugging Face model directory, read without running any code it ships.
+
+Every config, tokenizer and model the package loads from a directory goes through here: offline
+(``local_files_only=True``) and with ``trust_remote_code=False``, so ``transformers`` never asks
+on the terminal whether to run a directory's own code. A directory whose ``config.json`` or
+``tokenizer_config.json`` has an ``auto_map`` (classes defined by code in the directory) is
+refused before ``transformers`` sees it: such a model is defined by that code, and loading it as
+the built-in class of its ``model_type`` (which ``transformers`` would do silently) could compute
+something else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CUSTOM_CODE_FILES", "load_config", "load_model", "load_tokenizer",
+           "refuse_custom_code"]
+
+#: The files whose ``auto_map`` names classes defined by code in the directory.
+CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json")
+#: What every ``from_pretrained`` call here is given.
+OFFLINE_WITHOUT_CODE = {"local_files_only": True, "trust_remote_code": False}
+
+
+def refuse_custom_code(directory: str | os.PathLike) -> None:
+    """Raise ValueError, naming the file, when ``directory`` ships code of its own.
+
+    Raises:
+        ValueError: for a :data:`CUSTOM_CODE_FILES` entry that is not a JSON object or that has
+            an ``auto_map``.
+    """
+    for name in CUSTOM_CODE_FILES:
+        path = Path(directory) / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not valid JSON: {err}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} must hold a JSON object; got {type(data).__name__}")
+        if data.get("auto_map"):
+            raise ValueError(
+                f"{path}: auto_map {data['auto_map']!r} names classes defined by code in "
+                f"{Path(directory)}, which filterformer does not run (trust_remote_code=False); "
+                "such a model is defined by that code, so loading it as a built-in transformers "
+                "class could compute something else. Use a model whose classes transformers "
+                "provides (a config.json without auto_map)"
+            )
+
+
+def load_config(directory: str | os.PathLike) -> Any:
+    """``transformers.AutoConfig`` of ``directory``, offline, without its own code."""
+    from transformers import AutoConfig
+
+    refuse_custom_code(directory)
+    return AutoConfig.from_pretrained(str(directory), **OFFLINE_WITHOUT_CODE)
+
+
+def load_tokenizer(directory: str | os.PathLike) -> Any:
+    """``transformers.AutoTokenizer`` of ``directory``, offline, without its own code."""
+    from transformers import AutoTokenizer
+
+    refuse_custom_code(directory)
+    return AutoTokenizer.from_pretrained(str(directory), **OFFLINE_WITHOUT_CODE)
+
+
+def load_model(directory: str | os.PathLike) -> Any:
+    """``transformers.AutoModel`` of ``directory`` with its weights, offline, without its own
+    code."""
+    from transformers import AutoModel
+
+    refuse_custom_code(directory)
+    return AutoModel.from_pretrained(str(directory), **OFFLINE_WITHOUT_CODE)
