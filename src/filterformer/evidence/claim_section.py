@@ -9,7 +9,7 @@ from typing import Any
 
 from ..training.compare.statistics import compared_metrics
 from .claims import Claim
-from .comparisons import metric_direction, metric_mean_std
+from .comparisons import comparison_seeds, metric_direction, metric_mean_std
 from .figures import claim_figure_path, figure_caption
 from .judged_rows import JudgedRow, verdict_text
 from .markdown import relative_link, table
@@ -79,7 +79,7 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     best = "highest" if higher else "lowest"
     return [
         *lines,
-        f"From {where}, seeds {', '.join(map(str, tuning['seeds']))}: the entry with the "
+        f"From {where}, seeds {', '.join(map(str, comparison_seeds(tuning)))}: the entry with the "
         f"{best} mean {metric_label(validation)} is chosen (a tie goes to the entry listed "
         "first; the test split chooses nothing).",
         "",

@@ -98,6 +98,24 @@ def _draw_line(ax: Axes, xs: Sequence[float], points: Sequence[tuple[float, floa
         ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
+def _check_run_key(claim: Claim, ran: Sequence[Comparison], key: str) -> None:
+    """A trend's metric must be a number (or null) in the run records, and in one at least:
+    a misspelt key would draw an empty panel."""
+    present: set[str] = set()
+    for setting, results in ran:
+        for run in results["runs"]:
+            present.update(run)
+            value = run.get(key)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))):
+                raise ValueError(f"claim {claim.id}, setting {setting.results}: run-record key "
+                                 f"{key!r} of method {run['method']}, seed {run['seed']} is "
+                                 f"{value!r}, not a number")
+    if key not in present:
+        raise ValueError(f"claim {claim.id}: the trend's metric {key!r} is in no run record; "
+                         f"run-record keys: {', '.join(sorted(present))}")
+
+
 def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
     spec = claim.figure
     ran = [(s, r) for s, r in comparisons if r is not None]
@@ -111,6 +129,8 @@ def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
     methods = list(dict.fromkeys(m for _, r in ran for m in r["methods"]))
     groups = list(dict.fromkeys(group_of.values()))
     colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    for metric in spec.metrics:
+        _check_run_key(claim, ran, metric)
     figure, axes = _panels(len(spec.metrics))
     for ax, metric in zip(axes, spec.metrics, strict=True):
         scale, unit = metric_scale(metric)
@@ -166,11 +186,20 @@ def _draw_layers(comparisons: Sequence[Comparison]) -> Figure:
 
 def draw_claim_figure(claim: Claim, comparisons: Sequence[Comparison], path: Path) -> Path | None:
     """Draw the claim's ``trend`` or ``layers`` figure as the PNG ``path`` from the comparisons
-    that have run; None (nothing drawn) for a ``file`` figure, no figure, or no results yet."""
+    that have run; None (nothing drawn) for a ``file`` figure, no figure, or no results yet.
+
+    Raises:
+        ValueError: naming the claim: a trend's path or metric is not in the results, or the
+            figure cannot be written (naming ``path``).
+    """
     if claim.figure is None or claim.figure.kind == "file":
         return None
     if all(results is None for _, results in comparisons):
         return None
     figure = (_draw_trend(claim, comparisons) if claim.figure.kind == "trend"
               else _draw_layers(comparisons))
-    return save_figure(figure, path, formats=("png",), dpi=110)[0]
+    try:
+        return save_figure(figure, path, formats=("png",), dpi=110)[0]
+    except OSError as err:
+        raise ValueError(f"claim {claim.id}: its figure {path} cannot be written: "
+                         f"{err.strerror or err} ({err.filename or path})") from None
