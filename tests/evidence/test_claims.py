@@ -130,6 +130,8 @@ def test_a_file_that_is_not_a_list_of_claims_is_refused(tmp_path, content):
 def test_missing_and_unreadable_files_are_value_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         load_claims(tmp_path / "absent.yaml")
+    with pytest.raises(ValueError, match=f"claims file {tmp_path} is not a file"):
+        load_claims(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: [unclosed\n")
     with pytest.raises(ValueError, match="not valid YAML"):

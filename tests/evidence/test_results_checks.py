@@ -3,12 +3,18 @@ non-finite number, a value of the wrong kind, a missing field, a deleted ``diffe
 
 from __future__ import annotations
 
+import copy
 import json
 import random
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from filterformer.evidence import parse_claims, render_document
 from filterformer.evidence.comparisons import load_comparison
 
 from .results_fixture import make_results, shifted, write_results
@@ -135,3 +141,46 @@ def test_a_file_compare_writes_is_accepted_as_written(tmp_path):
     results = _results()
     write_results(tmp_path, "c", results)
     assert load_comparison(tmp_path, "c") == json.loads(json.dumps(results))
+
+
+def _paths(value, path=()):
+    """Every path into ``value`` (dict keys and list indices), depth first."""
+    yield path
+    children = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*path, key))
+
+
+CLAIM = {"id": "C1", "title": "t", "papers": "p", "claim": "c", "tuning": "lr",
+         "settings": [{"results": "a"}, {"results": "b"}],
+         "tests": [{"method": "gfsa", "metric": "test_accuracy", "paper": "x",
+                    "expect": "better"},
+                   {"method": "gfsa", "metric": "last_layer_cosine_similarity", "paper": "x",
+                    "expect": "better", "settings": ["a"], "versus": "b"}]}
+ODD_VALUES = [None, "ten", 5, -1, 2.5, True, [], {}, [1], {"a": 1}, "", float("nan")]
+
+
+@settings(max_examples=50, deadline=None)
+@given(victim=st.sampled_from(["a", "b", "lr"]), pick=st.floats(0, 1, exclude_max=True),
+       delete=st.booleans(), value=st.sampled_from(ODD_VALUES))
+def test_a_results_file_changed_anywhere_gives_the_document_or_an_error_naming_it(
+        victim, pick, delete, value):
+    with tempfile.TemporaryDirectory() as directory:
+        root = Path(directory)
+        data = {name: _results() for name in ("a", "b", "lr")}
+        paths = list(_paths(data[victim]))[1:]
+        path = paths[int(pick * len(paths))]
+        target = data[victim]
+        for part in path[:-1]:
+            target = target[part]
+        if delete:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = copy.deepcopy(value)
+        for name, results in data.items():
+            write_results(root, name, results)
+        try:
+            render_document(parse_claims([CLAIM]), root, root / "RESULTS.md", "x")
+        except ValueError as err:
+            assert str(root / victim / "results.json") in str(err), str(err)

@@ -305,7 +305,8 @@ def load_claims(path: str | Path) -> list[Claim]:
     """Read and check a claims file (YAML); see :func:`parse_claims`."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"claims file {path} does not exist")
+        raise ValueError(f"claims file {path} " + ("is not a file" if path.exists()
+                                                    else "does not exist"))
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
