@@ -302,3 +302,20 @@ def test_a_trend_metric_in_no_run_record_is_an_error_naming_the_claim(project):
     for fragment in ("claim CB", "test_acuracy", "test_accuracy"):
         assert fragment in message, (fragment, message)
     assert not project["output"].exists()
+
+
+def test_a_misspelt_figure_file_is_an_error_unless_the_claim_is_pending(project):
+    figures = project["root"] / "ca" / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    (figures / "cost.png").write_bytes(b"\x89PNG")
+    typo = _typo("cost")
+    with pytest.raises(ValueError) as err:
+        _render(project, _with(CLAIMS[0], figure={"file": f"figures/{typo}.png"}))
+    message = str(err.value)
+    for fragment in ("claim CA", str(figures / f"{typo}.png"), "does not exist", "cost.png"):
+        assert fragment in message, (fragment, message)
+    pending = _render(project, _with(CLAIMS[0], figure={"file": f"figures/{typo}.png"},
+                                     pending=True))
+    assert f"Not available yet (`experiments/results/ca/figures/{typo}.png`)" in pending.markdown
+    found = _render(project, _with(CLAIMS[0], figure={"file": "figures/cost.png"}))
+    assert "](experiments/results/ca/figures/cost.png)" in _section(found.markdown, "CA")

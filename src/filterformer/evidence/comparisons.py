@@ -28,6 +28,7 @@ __all__ = [
     "method_difference",
     "metric_direction",
     "metric_mean_std",
+    "near_names",
     "seed_values",
     "setting_difference",
     "summary_row",
@@ -37,14 +38,14 @@ __all__ = [
 RESULTS_FILE = "results.json"
 
 
-def _near_names(directory: Path) -> str:
-    """`` (did you mean …?)`` with the existing directories beside ``directory`` whose names
-    are close to its name; empty when there are none."""
+def near_names(path: Path) -> str:
+    """`` (did you mean …?)`` with the existing names beside ``path`` that are close to its
+    name; empty when there are none."""
     try:
-        siblings = [p.name for p in directory.parent.iterdir() if p.is_dir()]
+        siblings = [p.name for p in path.parent.iterdir()]
     except OSError:
         return ""
-    near = difflib.get_close_matches(directory.name, siblings, n=3)
+    near = difflib.get_close_matches(path.name, siblings, n=3)
     return f" (did you mean {' or '.join(near)}?)" if near else ""
 
 
@@ -71,7 +72,7 @@ def load_comparison(results_root: str | Path, name: str, *,
         how = ("mark the claim `pending: true` while its comparisons have not run, so that they "
                "are reported as not run yet")
         if not directory.is_dir():
-            raise ValueError(f"{directory} does not exist{_near_names(directory)}: check the "
+            raise ValueError(f"{directory} does not exist{near_names(directory)}: check the "
                              f"name, or {how}")
         raise ValueError(f"{path} does not exist: the comparison has not finished (run it to "
                          f"the end), or {how}")
