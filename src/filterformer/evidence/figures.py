@@ -71,7 +71,7 @@ def figure_caption(claim: Claim, comparisons: Sequence[Comparison]) -> str:
     if figure.kind == "layers":
         return (f"Token cosine similarity after each layer (0 = the embeddings), {interval}; "
                 "one panel per setting, one line per method.")
-    xs = [dotted_value(r, figure.x, f"claim {claim.id}, setting {s.results}")
+    xs = [_single_value(r, figure.x, f"claim {claim.id}, setting {s.results}")
           for s, r in comparisons if r is not None]
     metrics = ", ".join(metric_label(m) for m in figure.metrics)
     metrics = metrics[0].upper() + metrics[1:]
@@ -98,6 +98,15 @@ def _draw_line(ax: Axes, xs: Sequence[float], points: Sequence[tuple[float, floa
         ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
+def _single_value(results: dict[str, Any], path: str, where: str) -> Any:
+    """A trend's x or group value: a number, text, a bool or null, not a mapping or list."""
+    value = dotted_value(results, path, where)
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"{where}: {path!r} is {value!r} in results.json, not a single value "
+                         "(a number or text) to draw along: name a path to one")
+    return value
+
+
 def _check_run_key(claim: Claim, ran: Sequence[Comparison], key: str) -> None:
     """A trend's metric must be a number (or null) in the run records, and in one at least:
     a misspelt key would draw an empty panel."""
@@ -119,10 +128,10 @@ def _check_run_key(claim: Claim, ran: Sequence[Comparison], key: str) -> None:
 def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
     spec = claim.figure
     ran = [(s, r) for s, r in comparisons if r is not None]
-    x_of = {s.results: dotted_value(r, spec.x, f"claim {claim.id}, setting {s.results}")
+    x_of = {s.results: _single_value(r, spec.x, f"claim {claim.id}, setting {s.results}")
             for s, r in ran}
-    group_of = {s.results: (dotted_value(r, spec.group, f"claim {claim.id}, setting "
-                                         f"{s.results}") if spec.group else None)
+    group_of = {s.results: (_single_value(r, spec.group, f"claim {claim.id}, setting "
+                                          f"{s.results}") if spec.group else None)
                 for s, r in ran}
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in x_of.values())
     categories = list(dict.fromkeys(map(str, x_of.values())))
