@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from filterformer.jsonsafe import finite_json, reject_unknown_fields
+from filterformer.jsonsafe import finite_json, first_non_finite, reject_unknown_fields
 
 
 def test_finite_json_makes_every_non_finite_float_none_at_any_depth():
@@ -14,6 +14,16 @@ def test_finite_json_makes_every_non_finite_float_none_at_any_depth():
     out = finite_json(value)
     assert out == {"a": [finite, None, {"b": [None, None]}], "c": "text", "d": 3}
     json.loads(json.dumps(out, allow_nan=False))  # strict JSON accepts it
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_first_non_finite_gives_the_path_of_the_first_non_finite_float(bad):
+    finite = [random.uniform(-1e6, 1e6) for _ in range(3)]
+    assert first_non_finite({"a": finite, "b": {"c": finite[0], "d": "text"}}) is None
+    value = {"a": finite, "b": [{"c": finite[1]}, {"d": [finite[2], bad]}], "e": math.nan}
+    path, found = first_non_finite(value)
+    assert path == "b[1].d[1]" and (found == bad or (math.isnan(found) and math.isnan(bad)))
+    assert first_non_finite([bad], "root")[0] == "root[0]"
 
 
 @dataclass

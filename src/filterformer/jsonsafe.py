@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import Any
 
-__all__ = ["finite_json", "reject_unknown_fields"]
+__all__ = ["finite_json", "first_non_finite", "reject_unknown_fields"]
 
 
 def finite_json(value: Any) -> Any:
@@ -18,6 +18,26 @@ def finite_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value
+
+
+def first_non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """The first non-finite float in ``value``, at any depth of dicts and lists, with its path
+    (``summary[1].difference.test_accuracy.mean``; ``path`` prefixes it); None when every float
+    is finite. Reading JSON accepts ``NaN`` and ``Infinity``, which :func:`finite_json` never
+    writes: a file holding one was not written by this library."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        items = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, item in items:
+        found = first_non_finite(item, where)
+        if found is not None:
+            return found
+    return None
 
 
 def reject_unknown_fields(cls: type, data: dict[str, Any]) -> None:

@@ -1,3 +1,6 @@
+import json
+import random
+
 import yaml
 
 from filterformer.cli import build_parser, main
@@ -6,7 +9,7 @@ from ..evidence.results_fixture import make_results, shifted, write_results
 
 CLAIMS = [{
     "id": "C5", "title": "ViT", "papers": "GFSA Table 3", "claim": "GFSA helps (79.8 → 81.1).",
-    "settings": [{"results": "c5"}, {"results": "c5_more"}],
+    "settings": [{"results": "c5"}, {"results": "c5_more"}], "pending": True,
     "tests": [{"method": "gfsa", "metric": "test_accuracy", "paper": "79.8 → 81.1",
                "expect": "better"}],
     "figure": {"layers": {}},
@@ -55,3 +58,50 @@ def test_a_bad_claims_file_is_an_error_naming_the_claim_and_key(tmp_path, monkey
 
 def test_the_command_is_listed():
     assert "evidence" in build_parser().format_help()
+
+
+def _fails_naming(tmp_path, capsys, *fragments, argv=("evidence",)):
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert "filterformer evidence: error:" in err and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+    assert not (tmp_path / "RESULTS.md").exists()
+
+
+def test_a_nan_in_a_results_file_is_refused_naming_the_file_and_field(tmp_path, monkeypatch,
+                                                                      capsys):
+    _project(tmp_path)
+    path = tmp_path / "experiments" / "results" / "c5" / "results.json"
+    results = json.loads(path.read_text())
+    field = random.choice(["mean", "ci_low", "ci_high"])
+    results["summary"][1]["difference"]["test_accuracy"][field] = float("nan")
+    path.write_text(json.dumps(results))
+    monkeypatch.chdir(tmp_path)
+    _fails_naming(tmp_path, capsys, "experiments/results/c5/results.json",
+                  f"summary[1].difference.test_accuracy.{field}")
+
+
+def test_unreadable_files_are_errors_naming_them(tmp_path, monkeypatch, capsys):
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "experiments" / "results" / "c5" / "results.json"
+    text = results.read_bytes()
+    results.write_bytes(b"\xff\xfe" + text)
+    _fails_naming(tmp_path, capsys, "experiments/results/c5/results.json", "UTF-8")
+    results.write_bytes(text)
+    claims = tmp_path / "experiments" / "claims.yaml"
+    claims.write_bytes(b"\xff" + claims.read_bytes())
+    _fails_naming(tmp_path, capsys, "experiments/claims.yaml", "UTF-8")
+
+
+def test_files_that_cannot_be_written_are_errors_naming_them(tmp_path, monkeypatch, capsys):
+    _project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    # The figure's directory is a file: the figure cannot be drawn.
+    figures = tmp_path / "experiments" / "results" / "c5" / "figures"
+    figures.write_text("")
+    _fails_naming(tmp_path, capsys, "experiments/results/c5/figures")
+    figures.unlink()
+    (tmp_path / "taken").mkdir()
+    _fails_naming(tmp_path, capsys, "document taken", argv=("evidence", "--output", "taken"))

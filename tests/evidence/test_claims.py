@@ -45,6 +45,14 @@ def test_the_example_file_reads_into_claims_with_defaults_filled():
                                     metrics=("test_accuracy", "last_layer_cosine_similarity"))
     assert c8.figure == ClaimFigure("layers")
     assert c8.tuning == () and c8.setup is None
+    assert not c3.pending and not c1.pending
+
+
+def test_a_claim_may_be_marked_pending():
+    data = example()
+    data[1]["pending"] = True
+    claims = parse_claims(data)
+    assert [c.pending for c in claims] == [False, True, False]
 
 
 def _set(path: list, value):
@@ -94,6 +102,11 @@ BAD = {
     "options on layers": (_set([2, "figure", "layers"], {"depth": 12}),
                           ["claim C8.figure.layers", "depth"]),
     "title not text": (_set([0, "title"], ["a"]), ["claim C3", "'title'", "string"]),
+    "pending not a bool": (_set([0, "pending"], "yes"), ["claim C3", "'pending'", "true or false"]),
+    "metric compare does not compare": (
+        _set([0, "tests", 0, "metric"], "test_acuracy"),
+        ["claim C3, tests[0]", "'metric'", "test_acuracy", "test_accuracy", "test_perplexity",
+         "last_layer_cosine_similarity", "step_time_s"]),
 }
 
 
@@ -117,6 +130,8 @@ def test_a_file_that_is_not_a_list_of_claims_is_refused(tmp_path, content):
 def test_missing_and_unreadable_files_are_value_errors(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         load_claims(tmp_path / "absent.yaml")
+    with pytest.raises(ValueError, match=f"claims file {tmp_path} is not a file"):
+        load_claims(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("- id: [unclosed\n")
     with pytest.raises(ValueError, match="not valid YAML"):

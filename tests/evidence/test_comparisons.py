@@ -23,10 +23,15 @@ def _results():
                          "gfsa": {"test_accuracy": {s: v + 0.1 for s, v in base.items()}}})
 
 
-def test_a_missing_directory_is_not_run_yet_and_a_broken_file_an_error(tmp_path):
-    assert load_comparison(tmp_path, "absent") is None
+def test_a_missing_directory_is_not_run_yet_when_pending_and_a_broken_file_an_error(tmp_path):
+    assert load_comparison(tmp_path, "absent", pending=True) is None
+    with pytest.raises(ValueError, match=f"{tmp_path / 'absent'} does not exist"):
+        load_comparison(tmp_path, "absent")
     (tmp_path / "empty").mkdir()
-    assert load_comparison(tmp_path, "empty") is None
+    assert load_comparison(tmp_path, "empty", pending=True) is None
+    with pytest.raises(ValueError, match=f"{tmp_path / 'empty' / 'results.json'} does not "
+                                         "exist"):
+        load_comparison(tmp_path, "empty")
     results = _results()
     write_results(tmp_path, "nested/ok", results)
     assert load_comparison(tmp_path, "nested/ok") == json.loads(json.dumps(results))

@@ -45,7 +45,7 @@ CLAIMS = [
      ],
      "figure": {"layers": {}}},
     {"id": "CB", "title": "Against depth", "papers": "Paper B, Fig. 1",
-     "claim": "GFSA helps at every depth.", "tuning": "cb_lr",
+     "claim": "GFSA helps at every depth.", "tuning": "cb_lr", "pending": True,
      "settings": [{"results": "cb/depth4", "label": "depth 4"},
                   {"results": "cb/depth8", "label": "depth 8"},
                   {"results": "cb/depth16", "label": "depth 16"}],
@@ -54,6 +54,7 @@ CLAIMS = [
      "figure": {"trend": {"x": "budget.model.depth", "group": "budget.model.norm",
                           "metrics": ["test_accuracy", "last_layer_cosine_similarity"]}}},
     {"id": "CC", "title": "Not run at all", "papers": "Paper C", "claim": "Something holds.",
+     "pending": True,
      "settings": [{"results": "cc"}],
      "tests": [{"method": "gfsa", "metric": "test_accuracy", "paper": "1 → 2",
                 "expect": "worse"}],
@@ -238,3 +239,83 @@ def test_a_row_naming_what_the_comparison_lacks_is_a_value_error(project):
         with pytest.raises(ValueError) as err:
             render_document([claim], project["root"], project["output"], "x")
         assert all(f in str(err.value) for f in fragments), str(err.value)
+
+
+def _with(claim: dict, **changes) -> list[dict]:
+    return [{**c, **changes} if c is claim else c for c in CLAIMS]
+
+
+def _typo(name: str) -> str:
+    """``name`` with one of its letters dropped."""
+    letters = [i for i, ch in enumerate(name) if ch.isalpha()]
+    i = letters[int(torch.randint(len(letters), ()))]
+    return name[:i] + name[i + 1:]
+
+
+def _render(project: dict, claims: list[dict]):
+    project["claims"].write_text(yaml.safe_dump(claims, allow_unicode=True, sort_keys=False))
+    return render_document(load_claims(project["claims"]), project["root"], project["output"],
+                           "filterformer evidence")
+
+
+def test_a_misspelt_results_directory_is_an_error_not_a_comparison_not_run_yet(project):
+    typo = _typo("ca")
+    claim = {**CLAIMS[0], "settings": [{"results": typo, "label": "setting A"}]}
+    with pytest.raises(ValueError) as err:
+        _render(project, [claim, *CLAIMS[1:]])
+    message = str(err.value)
+    for fragment in ("claim CA", f"setting {typo}", str(project["root"] / typo),
+                     "does not exist", "pending: true"):
+        assert fragment in message, (fragment, message)
+
+
+def test_a_misspelt_tuning_directory_is_an_error_naming_the_near_name(project):
+    typo = _typo("cb_lr")
+    with pytest.raises(ValueError) as err:
+        _render(project, _with(CLAIMS[1], tuning=typo, pending=False,
+                               settings=CLAIMS[1]["settings"][:2]))
+    message = str(err.value)
+    for fragment in ("claim CB", f"tuning {typo}", str(project["root"] / typo),
+                     "does not exist", "cb_lr"):
+        assert fragment in message, (fragment, message)
+
+
+def test_a_directory_without_results_json_is_an_error_unless_the_claim_is_pending(project):
+    (project["root"] / "cb" / "depth16").mkdir(parents=True)
+    with pytest.raises(ValueError) as err:
+        _render(project, _with(CLAIMS[1], pending=False))
+    message = str(err.value)
+    for fragment in ("claim CB", "setting cb/depth16",
+                     str(project["root"] / "cb" / "depth16" / "results.json"), "pending: true"):
+        assert fragment in message, (fragment, message)
+    pending = _render(project, CLAIMS)  # CB is pending: the setting has not run yet
+    assert "Not run yet (`experiments/results/cb/depth16`)" in _section(pending.markdown, "CB")
+
+
+def test_a_trend_metric_in_no_run_record_is_an_error_naming_the_claim(project):
+    trend = {**CLAIMS[1]["figure"]["trend"], "metrics": ["test_acuracy"]}
+    project["claims"].write_text(yaml.safe_dump(_with(CLAIMS[1], figure={"trend": trend}),
+                                                allow_unicode=True, sort_keys=False))
+    with pytest.raises(ValueError) as err:
+        write_document(project["claims"], project["root"], project["output"])
+    message = str(err.value)
+    for fragment in ("claim CB", "test_acuracy", "test_accuracy"):
+        assert fragment in message, (fragment, message)
+    assert not project["output"].exists()
+
+
+def test_a_misspelt_figure_file_is_an_error_unless_the_claim_is_pending(project):
+    figures = project["root"] / "ca" / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    (figures / "cost.png").write_bytes(b"\x89PNG")
+    typo = _typo("cost")
+    with pytest.raises(ValueError) as err:
+        _render(project, _with(CLAIMS[0], figure={"file": f"figures/{typo}.png"}))
+    message = str(err.value)
+    for fragment in ("claim CA", str(figures / f"{typo}.png"), "does not exist", "cost.png"):
+        assert fragment in message, (fragment, message)
+    pending = _render(project, _with(CLAIMS[0], figure={"file": f"figures/{typo}.png"},
+                                     pending=True))
+    assert f"Not available yet (`experiments/results/ca/figures/{typo}.png`)" in pending.markdown
+    found = _render(project, _with(CLAIMS[0], figure={"file": "figures/cost.png"}))
+    assert "](experiments/results/ca/figures/cost.png)" in _section(found.markdown, "CA")

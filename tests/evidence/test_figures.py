@@ -7,6 +7,7 @@ from filterformer.evidence.figures import (
     _draw_trend,
     claim_figure_path,
     draw_claim_figure,
+    figure_caption,
     mean_interval,
 )
 
@@ -56,3 +57,25 @@ def test_a_trend_is_drawn_from_the_settings_that_ran_and_names_a_missing_path(tm
     wrong = _claim({"trend": {"x": "budget.depth", "metrics": ["test_accuracy"]}})
     with pytest.raises(ValueError, match=r"claim C1, setting b: 'budget\.depth'"):
         draw_claim_figure(wrong, [(settings[1], results)], path)
+
+
+@pytest.mark.parametrize("key, path", [("x", "budget.model"), ("group", "budget.optimizer"),
+                                       ("x", "methods")])
+def test_a_trend_along_a_mapping_or_list_is_an_error_naming_the_path(tmp_path, key, path):
+    seeds = dict(enumerate(torch.rand(3).tolist()))
+    results = make_results({"softmax": {"test_accuracy": seeds},
+                            "gfsa": {"test_accuracy": seeds}})
+    spec = {"x": "budget.model.depth", "metrics": ["test_accuracy"], key: path}
+    claim = _claim({"trend": spec})
+    with pytest.raises(ValueError, match=rf"claim C1, setting b: '{path}' .* a single value"):
+        draw_claim_figure(claim, [(claim.settings[0], None), (claim.settings[1], results)],
+                          tmp_path / "trend.png")
+
+
+def test_the_caption_of_a_trend_along_a_mapping_is_an_error_too():
+    seeds = dict(enumerate(torch.rand(3).tolist()))
+    results = make_results({"softmax": {"test_accuracy": seeds},
+                            "gfsa": {"test_accuracy": seeds}})
+    claim = _claim({"trend": {"x": "budget.model", "metrics": ["test_accuracy"]}})
+    with pytest.raises(ValueError, match=r"claim C1, setting b: 'budget.model' .* single value"):
+        figure_caption(claim, [(claim.settings[0], None), (claim.settings[1], results)])

@@ -5,7 +5,10 @@ claim expects) and every comparison's results.json written by `filterformer comp
 one Markdown document: per claim the paper's figures beside ours, our setup, every method's mean
 ± std over seeds, the difference from the baseline with its 95 % interval, the verdict
 (supports, contradicts, inconclusive at this scale, or not run yet) and the key figure. The same
-files give the same document, byte for byte; comparisons not run yet are reported as such.
+files give the same document, byte for byte. Comparisons of a claim marked `pending: true` that
+have not run yet are reported as such; for any other claim a missing results directory is an
+error. A results file with a non-finite number or a malformed field is refused, naming the file
+and the field; every failure exits with status 2.
 
 Examples:
   filterformer evidence

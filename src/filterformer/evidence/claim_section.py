@@ -9,7 +9,7 @@ from typing import Any
 
 from ..training.compare.statistics import compared_metrics
 from .claims import Claim
-from .comparisons import metric_direction, metric_mean_std
+from .comparisons import comparison_seeds, metric_direction, metric_mean_std, near_names
 from .figures import claim_figure_path, figure_caption
 from .judged_rows import JudgedRow, verdict_text
 from .markdown import relative_link, table
@@ -79,7 +79,7 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     best = "highest" if higher else "lowest"
     return [
         *lines,
-        f"From {where}, seeds {', '.join(map(str, tuning['seeds']))}: the entry with the "
+        f"From {where}, seeds {', '.join(map(str, comparison_seeds(tuning)))}: the entry with the "
         f"{best} mean {metric_label(validation)} is chosen (a tie goes to the entry listed "
         "first; the test split chooses nothing).",
         "",
@@ -132,7 +132,9 @@ def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
 
 def _figure_lines(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None],
                   results_root: Path, document_dir: Path) -> list[str]:
-    """The key figure's link and caption, or where it will be while its results are missing."""
+    """The key figure's link and caption, or where it will be while its results are missing
+    (a ``file`` figure missing beside results that have run is an error unless the claim is
+    pending)."""
     path = claim_figure_path(claim, results_root)
     if path is None:
         return []
@@ -142,6 +144,11 @@ def _figure_lines(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None]
         available = settings[0][1] is not None and path.is_file()
     else:  # drawn from the settings that have run
         available = any(results is not None for _, results in settings)
+    if not available and claim.figure.kind == "file" and settings[0][1] is not None \
+            and not claim.pending:
+        raise ValueError(f"claim {claim.id}: its figure {path} does not exist"
+                         f"{near_names(path)}: check figure.file, or mark the claim `pending: "
+                         "true` while the figure is missing")
     if not available:
         return ["### Key figure", "", f"Not available yet (`{link}`).", ""]
     caption = figure_caption(claim, settings)

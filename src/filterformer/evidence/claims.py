@@ -3,7 +3,8 @@
 A claims file is a YAML list of claims (``experiments/claims.yaml``). Each claim names the
 comparisons that test it (``settings``: result directories written by ``filterformer compare``)
 and the rows that get a verdict (``tests``: a method, a compared metric, the paper's figure, and
-the direction the paper claims). :func:`load_claims` reads and checks it; every bad key or value
+the direction the paper claims); a claim whose comparisons have not all run yet says so
+(``pending: true``). :func:`load_claims` reads and checks it; every bad key or value
 is a ValueError naming the claim, the key and what is valid.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .comparisons import compared_keys
 from .verdicts import EXPECTATIONS
 
 __all__ = [
@@ -35,7 +37,8 @@ __all__ = [
 FIGURE_KINDS = ("file", "trend", "layers")
 
 #: Keys of a claim: required ones first, then optional ones.
-CLAIM_KEYS = ("id", "title", "papers", "claim", "settings", "tests", "setup", "tuning", "figure")
+CLAIM_KEYS = ("id", "title", "papers", "claim", "settings", "tests", "setup", "tuning", "figure",
+              "pending")
 _CLAIM_REQUIRED = ("id", "title", "papers", "claim", "settings", "tests")
 _SETTING_KEYS, _SETTING_REQUIRED = ("results", "label"), ("results",)
 _TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus")
@@ -123,6 +126,9 @@ class Claim:
             task when the settings' tasks differ; empty: none). The claims file gives one
             directory or a list.
         figure: the key figure (or None).
+        pending: whether the claim's comparisons may not have run yet: a missing ``results`` or
+            ``tuning`` directory is then reported as not run yet, and otherwise it is an error
+            (default False).
     """
 
     id: str
@@ -134,6 +140,7 @@ class Claim:
     setup: str | None = None
     tuning: tuple[str, ...] = ()
     figure: ClaimFigure | None = None
+    pending: bool = False
 
 
 def _check_keys(data: Any, valid: Sequence[str], required: Sequence[str], where: str) -> None:
@@ -207,8 +214,12 @@ def _test(data: Any, where: str, settings: Sequence[str]) -> ClaimTest:
         chosen = tuple(s for s in chosen if s != versus)
         if not chosen:
             raise ValueError(f"{where}: 'versus' {versus!r} leaves no setting to compare with it")
-    return ClaimTest(_text(data, "method", where), _text(data, "metric", where),
-                     _text(data, "paper", where), expect, tuple(chosen), versus)
+    metric = _text(data, "metric", where)
+    if metric not in compared_keys():
+        raise ValueError(f"{where}: 'metric' must be a key compare compares, one of "
+                         f"{', '.join(compared_keys())}; got {metric!r}")
+    return ClaimTest(_text(data, "method", where), metric, _text(data, "paper", where), expect,
+                     tuple(chosen), versus)
 
 
 def _figure(data: Any, where: str) -> ClaimFigure:
@@ -250,6 +261,9 @@ def _claim(data: Any, index: int) -> Claim:
         raise ValueError(f"{where}: 'settings' repeats a results directory: {names}")
     tests = tuple(_test(t, f"{where}, tests[{i}]", names)
                   for i, t in enumerate(_list(data, "tests", where)))
+    pending = data.get("pending", False)
+    if not isinstance(pending, bool):
+        raise ValueError(f"{where}: 'pending' must be true or false; got {pending!r}")
     tuning = data.get("tuning")
     tuning = [] if tuning is None else [tuning] if isinstance(tuning, str) else _list(
         data, "tuning", where)
@@ -264,6 +278,7 @@ def _claim(data: Any, index: int) -> Claim:
         tuning=tuple(_results_dir(t, f"{where}.tuning") for t in tuning),
         figure=None if data.get("figure") is None else _figure(data["figure"],
                                                                 f"{where}.figure"),
+        pending=pending,
     )
 
 
@@ -290,9 +305,15 @@ def load_claims(path: str | Path) -> list[Claim]:
     """Read and check a claims file (YAML); see :func:`parse_claims`."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"claims file {path} does not exist")
+        raise ValueError(f"claims file {path} " + ("is not a file" if path.exists()
+                                                    else "does not exist"))
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise ValueError(f"claims file {path} is not UTF-8 text ({err.reason} at byte "
+                         f"{err.start})") from None
+    except OSError as err:
+        raise ValueError(f"claims file {path} cannot be read: {err.strerror or err}") from None
     except yaml.YAMLError as err:
         raise ValueError(f"claims file {path} is not valid YAML: {err}") from None
     try:

@@ -1,27 +1,34 @@
 """Reading a comparison's ``results.json`` (written by ``filterformer compare``).
 
-A results directory that does not exist yet, or holds no ``results.json``, is a comparison not
-run yet (None): the document is written while experiments are still missing. What is read is
-never recomputed when ``results.json`` has it: the summary's means and standard deviations and
-each method's ``difference`` from the baseline are taken as written.
+A results directory of a pending claim that does not exist yet, or holds no ``results.json``, is
+a comparison not run yet (None): the document is written while experiments are still missing.
+For any other claim it is an error (a misspelt directory must not read as "not run yet"). Every
+file read is checked first (:func:`~filterformer.evidence.results_checks.check_results`). What is
+read is never recomputed when ``results.json`` has it: the summary's means and standard
+deviations and each method's ``difference`` from the baseline are taken as written.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
 
 from ..training.compare.statistics import compared_metrics, mean_std, paired_difference
 from ..training.evaluation import MODEL_SELECTION
+from .results_checks import check_results
 
 __all__ = [
     "RESULTS_FILE",
+    "compared_keys",
+    "comparison_seeds",
     "dotted_value",
     "load_comparison",
     "method_difference",
     "metric_direction",
     "metric_mean_std",
+    "near_names",
     "seed_values",
     "setting_difference",
     "summary_row",
@@ -31,21 +38,68 @@ __all__ = [
 RESULTS_FILE = "results.json"
 
 
-def load_comparison(results_root: str | Path, name: str) -> dict[str, Any] | None:
-    """The content of ``<results_root>/<name>/results.json``, or None when it does not exist
-    yet."""
-    path = Path(results_root) / name / RESULTS_FILE
-    if not path.is_file():
-        return None
+def near_names(path: Path) -> str:
+    """`` (did you mean …?)`` with the existing names beside ``path`` that are close to its
+    name; empty when there are none."""
     try:
-        results = json.loads(path.read_text())
+        siblings = [p.name for p in path.parent.iterdir()]
+    except OSError:
+        return ""
+    near = difflib.get_close_matches(path.name, siblings, n=3)
+    return f" (did you mean {' or '.join(near)}?)" if near else ""
+
+
+def load_comparison(results_root: str | Path, name: str, *,
+                    pending: bool = False) -> dict[str, Any] | None:
+    """The content of ``<results_root>/<name>/results.json``, checked.
+
+    Args:
+        results_root: the directory of the comparisons' results directories.
+        name: the results directory, relative to ``results_root``.
+        pending: whether the comparison may not have run yet (its claim is marked ``pending``):
+            then a missing directory or ``results.json`` gives None.
+
+    Raises:
+        ValueError: naming the path: the directory or its ``results.json`` is missing (unless
+            ``pending``), the file cannot be read, is not JSON, or fails
+            :func:`~filterformer.evidence.results_checks.check_results`.
+    """
+    directory = Path(results_root) / name
+    path = directory / RESULTS_FILE
+    if not path.exists():
+        if pending:
+            return None
+        how = ("mark the claim `pending: true` while its comparisons have not run, so that they "
+               "are reported as not run yet")
+        if not directory.is_dir():
+            raise ValueError(f"{directory} does not exist{near_names(directory)}: check the "
+                             f"name, or {how}")
+        raise ValueError(f"{path} does not exist: the comparison has not finished (run it to "
+                         f"the end), or {how}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}): not a "
+                         "results.json written by filterformer compare") from None
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
+    try:
+        results = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON: {err}") from None
-    missing = [k for k in ("metric", "methods", "baseline", "summary", "runs") if k not in results]
-    if missing:
-        raise ValueError(f"{path} lacks {', '.join(missing)}: not a results.json written by "
-                         "filterformer compare")
-    return results
+    return check_results(results, path)
+
+
+def comparison_seeds(results: dict[str, Any]) -> list[int]:
+    """The comparison's seeds: its ``seeds``, else those of its run records."""
+    return results.get("seeds") or sorted({run["seed"] for run in results["runs"]})
+
+
+def compared_keys() -> tuple[str, ...]:
+    """Every run-record key compare compares for some task (``test_accuracy``,
+    ``test_perplexity``, …, ``last_layer_cosine_similarity``, ``step_time_s``)."""
+    keys = [key for metric, _ in MODEL_SELECTION.values() for key in compared_metrics(metric)]
+    return tuple(dict.fromkeys(keys))
 
 
 def dotted_value(results: dict[str, Any], path: str, where: str) -> Any:
@@ -108,10 +162,10 @@ def method_difference(results: dict[str, Any], method: str, metric: str,
             no difference on ``metric`` (with the metrics it has).
     """
     row = summary_row(results, method, where)
-    differences = row.get("difference")
-    if not differences:
+    if method == results["baseline"]:
         raise ValueError(f"{where}: method {method!r} is the baseline; a test row needs another "
                          f"method (compared: {', '.join(results['methods'])})")
+    differences = row["difference"]  # every other method's, as check_results ensures
     if metric not in differences:
         raise ValueError(f"{where}: metric {metric!r} is not compared in results.json; compared "
                          f"metrics: {', '.join(differences)}")
@@ -131,7 +185,8 @@ def setting_difference(results: dict[str, Any], versus: dict[str, Any], method: 
     """
     higher = metric_direction(metric)
     if higher is None:
-        raise ValueError(f"{where}: metric {metric!r} is not one compare compares")
+        raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
+                         f"{', '.join(compared_keys())}")
     for compared in (results, versus):
         summary_row(compared, method, where)
     return paired_difference(seed_values(results, method, metric),

@@ -126,6 +126,14 @@ def _summary(claims: Sequence[Claim], rows: dict[str, list[JudgedRow]]) -> list[
     return ["## Summary", "", *table(["claim", "title", "verdict per test row"], body), ""]
 
 
+def _load(claim: Claim, role: str, name: str, results_root: Path) -> dict[str, Any] | None:
+    """A ``results`` or ``tuning`` directory's comparison, errors naming the claim."""
+    try:
+        return load_comparison(results_root, name, pending=claim.pending)
+    except ValueError as err:
+        raise ValueError(f"claim {claim.id}, {role} {name}: {err}") from None
+
+
 def render_document(claims: Sequence[Claim], results_root: str | Path, output_path: str | Path,
                     command: str, *, draw_figures: bool = False) -> Evidence:
     """The document for ``claims`` from the results under ``results_root``.
@@ -140,8 +148,10 @@ def render_document(claims: Sequence[Claim], results_root: str | Path, output_pa
             the same either way).
 
     Raises:
-        ValueError: a claim's test row names a method or metric its comparison lacks, or a
-            trend's path is not in a ``results.json``.
+        ValueError: naming the claim and the file: a results directory of a claim that is not
+            pending is missing, a ``results.json`` is unreadable or fails its checks, a test
+            row names a method or metric its comparison lacks, or a trend's path or metric is
+            not in a ``results.json``; or naming the figure that cannot be written.
     """
     results_root = Path(results_root)
     document_dir = Path(output_path).resolve().parent
@@ -151,8 +161,8 @@ def render_document(claims: Sequence[Claim], results_root: str | Path, output_pa
     figures = []
     for claim in claims:
         comparisons: dict[str, dict[str, Any] | None] = {
-            s.results: load_comparison(results_root, s.results) for s in claim.settings}
-        tunings = {name: load_comparison(results_root, name) for name in claim.tuning}
+            s.results: _load(claim, "setting", s.results, results_root) for s in claim.settings}
+        tunings = {name: _load(claim, "tuning", name, results_root) for name in claim.tuning}
         rows[claim.id] = judge_claim(claim, comparisons)
         sections += claim_section(claim, comparisons, tunings, rows[claim.id], results_root,
                                   document_dir)
@@ -180,11 +190,20 @@ def write_document(claims_path: str | Path = DEFAULT_CLAIMS,
 
     Returns:
         The document written.
+
+    Raises:
+        ValueError: as :func:`render_document`, or naming the claims file or the document when
+            one cannot be read or written; the document is not written then.
     """
     claims = load_claims(claims_path)
     evidence = render_document(claims, results_root, output_path,
                                evidence_command(claims_path, results_root, output_path),
                                draw_figures=draw_figures)
-    Path(output_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(output_path).write_text(evidence.markdown)
+    output_path = Path(output_path)
+    try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        output_path.write_text(evidence.markdown, encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"the document {output_path} cannot be written: "
+                         f"{err.strerror or err}") from None
     return evidence

@@ -71,7 +71,7 @@ def figure_caption(claim: Claim, comparisons: Sequence[Comparison]) -> str:
     if figure.kind == "layers":
         return (f"Token cosine similarity after each layer (0 = the embeddings), {interval}; "
                 "one panel per setting, one line per method.")
-    xs = [dotted_value(r, figure.x, f"claim {claim.id}, setting {s.results}")
+    xs = [_single_value(r, figure.x, f"claim {claim.id}, setting {s.results}")
           for s, r in comparisons if r is not None]
     metrics = ", ".join(metric_label(m) for m in figure.metrics)
     metrics = metrics[0].upper() + metrics[1:]
@@ -98,19 +98,48 @@ def _draw_line(ax: Axes, xs: Sequence[float], points: Sequence[tuple[float, floa
         ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
+def _single_value(results: dict[str, Any], path: str, where: str) -> Any:
+    """A trend's x or group value: a number, text, a bool or null, not a mapping or list."""
+    value = dotted_value(results, path, where)
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"{where}: {path!r} is {value!r} in results.json, not a single value "
+                         "(a number or text) to draw along: name a path to one")
+    return value
+
+
+def _check_run_key(claim: Claim, ran: Sequence[Comparison], key: str) -> None:
+    """A trend's metric must be a number (or null) in the run records, and in one at least:
+    a misspelt key would draw an empty panel."""
+    present: set[str] = set()
+    for setting, results in ran:
+        for run in results["runs"]:
+            present.update(run)
+            value = run.get(key)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float))):
+                raise ValueError(f"claim {claim.id}, setting {setting.results}: run-record key "
+                                 f"{key!r} of method {run['method']}, seed {run['seed']} is "
+                                 f"{value!r}, not a number")
+    if key not in present:
+        raise ValueError(f"claim {claim.id}: the trend's metric {key!r} is in no run record; "
+                         f"run-record keys: {', '.join(sorted(present))}")
+
+
 def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
     spec = claim.figure
     ran = [(s, r) for s, r in comparisons if r is not None]
-    x_of = {s.results: dotted_value(r, spec.x, f"claim {claim.id}, setting {s.results}")
+    x_of = {s.results: _single_value(r, spec.x, f"claim {claim.id}, setting {s.results}")
             for s, r in ran}
-    group_of = {s.results: (dotted_value(r, spec.group, f"claim {claim.id}, setting "
-                                         f"{s.results}") if spec.group else None)
+    group_of = {s.results: (_single_value(r, spec.group, f"claim {claim.id}, setting "
+                                          f"{s.results}") if spec.group else None)
                 for s, r in ran}
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in x_of.values())
     categories = list(dict.fromkeys(map(str, x_of.values())))
     methods = list(dict.fromkeys(m for _, r in ran for m in r["methods"]))
     groups = list(dict.fromkeys(group_of.values()))
     colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    for metric in spec.metrics:
+        _check_run_key(claim, ran, metric)
     figure, axes = _panels(len(spec.metrics))
     for ax, metric in zip(axes, spec.metrics, strict=True):
         scale, unit = metric_scale(metric)
@@ -166,11 +195,20 @@ def _draw_layers(comparisons: Sequence[Comparison]) -> Figure:
 
 def draw_claim_figure(claim: Claim, comparisons: Sequence[Comparison], path: Path) -> Path | None:
     """Draw the claim's ``trend`` or ``layers`` figure as the PNG ``path`` from the comparisons
-    that have run; None (nothing drawn) for a ``file`` figure, no figure, or no results yet."""
+    that have run; None (nothing drawn) for a ``file`` figure, no figure, or no results yet.
+
+    Raises:
+        ValueError: naming the claim: a trend's path or metric is not in the results, or the
+            figure cannot be written (naming ``path``).
+    """
     if claim.figure is None or claim.figure.kind == "file":
         return None
     if all(results is None for _, results in comparisons):
         return None
     figure = (_draw_trend(claim, comparisons) if claim.figure.kind == "trend"
               else _draw_layers(comparisons))
-    return save_figure(figure, path, formats=("png",), dpi=110)[0]
+    try:
+        return save_figure(figure, path, formats=("png",), dpi=110)[0]
+    except OSError as err:
+        raise ValueError(f"claim {claim.id}: its figure {path} cannot be written: "
+                         f"{err.strerror or err} ({err.filename or path})") from None

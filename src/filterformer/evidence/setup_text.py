@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from ..training.compare.html_report import budget_length
+from .comparisons import comparison_seeds
 from .numbers import format_wall_time
 
 __all__ = ["config_text", "method_text", "provenance_text", "setup_lines"]
@@ -103,7 +104,7 @@ def method_text(results: dict[str, Any], method: str) -> str:
 def setup_lines(results: dict[str, Any]) -> list[str]:
     """A comparison's setup as Markdown list items (without the leading ``- ``)."""
     budget = results.get("budget") or {}
-    seeds = results.get("seeds") or sorted({r["seed"] for r in results["runs"]})
+    seeds = comparison_seeds(results)
     return [
         f"task: {_task_text(results)}",
         f"model: {_model_text(results)}",
