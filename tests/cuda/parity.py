@@ -111,7 +111,8 @@ def weighted_sum(output: Tensor, real: Tensor) -> Tensor:
     same ones)."""
     generator = torch.Generator().manual_seed(zlib.crc32(repr(tuple(output.shape)).encode()))
     weights = torch.randn(output.shape, dtype=torch.float64, generator=generator).to(output)
-    mask = real.to(output.device, torch.bool).reshape(*real.shape, *[1] * (output.dim() - real.dim()))
+    trailing = [1] * (output.dim() - real.dim())
+    mask = real.to(output.device, torch.bool).reshape(*real.shape, *trailing)
     # where, not a product: a padded position's value never reaches the loss, even if not finite.
     return torch.where(mask, output * weights, 0).sum()
 
