@@ -111,8 +111,10 @@ def weighted_sum(output: Tensor, real: Tensor) -> Tensor:
     same ones)."""
     generator = torch.Generator().manual_seed(zlib.crc32(repr(tuple(output.shape)).encode()))
     weights = torch.randn(output.shape, dtype=torch.float64, generator=generator).to(output)
-    mask = real.to(output.device).reshape(*real.shape, *[1] * (output.dim() - real.dim()))
-    return (output * weights * mask).sum()
+    trailing = [1] * (output.dim() - real.dim())
+    mask = real.to(output.device, torch.bool).reshape(*real.shape, *trailing)
+    # where, not a product: a padded position's value never reaches the loss, even if not finite.
+    return torch.where(mask, output * weights, 0).sum()
 
 
 def perturb_filters(model: nn.Module) -> None:

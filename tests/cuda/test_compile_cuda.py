@@ -10,7 +10,7 @@ from filterformer.models import SequenceClassifier
 from filterformer.training import TrainConfig, compilation
 from filterformer.training.compilation import compile_model, mark_sequence_dynamic
 
-from ..training.test_compilation import (
+from ..training.compilation_cases import (
     CLASSES,
     MAX_LEN,
     VOCAB,

@@ -79,6 +79,7 @@ def test_patched_timm_vit_equals_explicit_reference(method, options, cuda_device
 
     def outputs(network, inputs):
         logits = network(inputs["x"])
-        return {"logits": logits, "loss": weighted_sum(logits, torch.ones(logits.shape[:1]))}
+        every = torch.ones(logits.shape[:1], dtype=torch.bool)
+        return {"logits": logits, "loss": weighted_sum(logits, every)}
 
     assert_matches_float64(model, {"x": x}, outputs, cuda_device)
