@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
@@ -207,3 +209,22 @@ def test_an_unknown_setting_is_refused_by_name(monkeypatch):
     x, hidden, weight = _leaves((1, 3, 4), (1, 3, 4), (4,))
     with pytest.raises(ValueError, match="FILTERFORMER_FUSED must be one of cuda, always, never"):
         add_rms_normed(x, hidden, weight, None)
+
+
+@pytest.mark.parametrize(
+    ("basis", "a", "b"), [("legendre", 0.0, 0.0), ("chebyshev", 0.0, 0.0), ("monomial", 0.0, 0.0),
+                          ("jacobi", 2.0, -0.5)]
+)
+def test_agf_layer_fused_equals_eager_in_every_basis(compiled_regions, basis, a, b):
+    q, k, v, logits = inputs = _leaves(*[(2, 3, 6, 4)] * 4)
+    p = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(2, 6) > 0.3
+
+    def call():
+        return q, k, v, logits, agf_coefficients(p), mask
+
+    region = functools.partial(agf_layer, basis=basis, a=a, b=b)
+    region.eager = functools.partial(agf_layer.eager, basis=basis, a=a, b=b)
+    _assert_same_call(
+        region, [*inputs, p], call, lambda result: result[0].pow(2).sum() + result[1]
+    )
