@@ -25,10 +25,12 @@ __all__ = [
     "DEFAULT_TASK",
     "DEFAULT_TASK_OPTIONS",
     "PRECISIONS",
+    "SEED_RANGE",
     "SESSION_FIELDS",
     "OptimizerConfig",
     "ScheduleConfig",
     "TrainConfig",
+    "check_seed",
     "default_task_options",
     "run_identity",
 ]
@@ -51,6 +53,18 @@ SESSION_FIELDS = (
 )
 #: Model fields the task decides.
 TASK_FIELDS = ("vocab_size", "input_dim")
+#: The seeds torch's generators take (a signed 64-bit integer; with the epoch or the process's
+#: rank added, still within the unsigned range torch also accepts).
+SEED_RANGE = (-(2**63), 2**63 - 1)
+
+
+def check_seed(name: str, seed: int) -> int:
+    """Return ``seed`` if it lies in :data:`SEED_RANGE`, else ValueError naming ``name``."""
+    low, high = SEED_RANGE
+    if not low <= seed <= high:
+        raise ValueError(f"{name} must be an integer from -2**63 to 2**63 - 1 ({low} to {high}); "
+                         f"got {seed}")
+    return seed
 
 
 def run_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -213,6 +227,7 @@ class TrainConfig:
         _choice("pooling", self.pooling, POOLINGS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
+        check_seed("seed", self.seed)
         for name in ("epochs", "batch_size", "log_every"):
             _positive(name, getattr(self, name))
         for name in ("max_steps", "eval_batch_size", "eval_every", "checkpoint_every",
