@@ -58,12 +58,13 @@ TASK_FIELDS = ("vocab_size", "input_dim")
 SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
-def check_seed(name: str, seed: int) -> int:
-    """Return ``seed`` if it lies in :data:`SEED_RANGE`, else ValueError naming ``name``."""
+def check_seed(name: str, seed: Any) -> int:
+    """Return ``seed`` if it is an integer in :data:`SEED_RANGE`, else ValueError naming
+    ``name`` and the range."""
     low, high = SEED_RANGE
-    if not low <= seed <= high:
+    if type(seed) is not int or not low <= seed <= high:
         raise ValueError(f"{name} must be an integer from -2**63 to 2**63 - 1 ({low} to {high}); "
-                         f"got {seed}")
+                         f"got {seed!r}")
     return seed
 
 
@@ -216,6 +217,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        check_seed("seed", self.seed)  # before the type check, so that 1e20 hears the range
         check_fields(self)
         if not self.task:
             raise ValueError("task must be a task name; got ''")
@@ -227,7 +229,6 @@ class TrainConfig:
         _choice("pooling", self.pooling, POOLINGS)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
-        check_seed("seed", self.seed)
         for name in ("epochs", "batch_size", "log_every"):
             _positive(name, getattr(self, name))
         for name in ("max_steps", "eval_batch_size", "eval_every", "checkpoint_every",
