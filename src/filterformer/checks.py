@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "check_choice",
+    "check_finite_numbers",
     "check_integer",
     "check_positive",
     "check_probability",
@@ -43,6 +44,24 @@ def check_positive(name: str, value: Any) -> float:
     ):
         raise ValueError(f"{name} must be a positive finite number; got {value!r}")
     return float(value)
+
+
+def check_finite_numbers(name: str, value: Any) -> Any:
+    """Return ``value`` if no float in it, at any depth of mappings, lists and tuples, is NaN or
+    infinite (an option such as ``lr: .inf`` that would train to NaN).
+
+    Raises:
+        ValueError: ``"<name>[.key][[index]] must be a finite number; got <value>"``.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number; got {value}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            check_finite_numbers(f"{name}.{key}", item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_finite_numbers(f"{name}[{index}]", item)
+    return value
 
 
 def check_probability(name: str, value: Any) -> float:

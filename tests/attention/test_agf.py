@@ -209,3 +209,12 @@ def test_filter_response_is_the_closed_form_of_its_own_coefficients(basis, a, b)
     response = module.filter_response(sigma)
     assert response.shape == (1, 9) and response.dtype == torch.float64
     torch.testing.assert_close(response[0], torch.as_tensor(expected))
+
+
+@pytest.mark.parametrize("option", ["a", "b", "orthogonality_weight"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_options_are_rejected_naming_them(option, value):
+    with pytest.raises(ValueError, match=rf"^{option} must be a finite"):
+        AttentiveGraphFilterAttention(DIM, HEADS, **{option: value})
+    with pytest.raises(ValueError, match=rf"^attention_options.{option} must be a finite number"):
+        TransformerConfig(attention="agf", attention_options={option: value})

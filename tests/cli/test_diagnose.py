@@ -1,5 +1,6 @@
 import argparse
 import json
+import random
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -79,6 +80,27 @@ def test_checkpoint_backbone_and_comparison_with_an_earlier_run(tmp_path):
         torch.testing.assert_close(torch.tensor(got.response), torch.tensor(want.response))
     assert (out / "gfsa_filters_trained.png").is_file()
     assert not (out / "cosine_similarity.svg").exists()
+
+
+def test_a_checkpoint_with_non_finite_weights_is_refused_by_name(tmp_path, capsys):
+    config = TransformerConfig(**CONFIG)
+    model = SequenceClassifier(config, num_classes=3)
+    names = [name for name, _ in model.named_parameters() if name.startswith("transformer.")]
+    spoiled = random.choice(names)
+    with torch.no_grad():
+        weight = model.get_parameter(spoiled)
+        weight.view(-1)[random.randrange(weight.numel())] = random.choice(
+            [float("nan"), float("inf")])
+    path = save_checkpoint(tmp_path / f"run-{random.randrange(10**6)}.pt", {
+        "config": {}, "model_config": config.to_dict(), "model": model.state_dict(),
+    })
+    code = main(["diagnose", "--checkpoint", str(path), "--num-samples", "4",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"checkpoint {path} holds non-finite weights" in err
+    assert spoiled.removeprefix("transformer.") in err
+    assert not (tmp_path / "out" / "diagnostics.json").exists()
 
 
 def test_task_batches_and_the_task_input_size(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -171,6 +172,14 @@ def test_two_torchrun_processes_with_dropout_differ_from_one_yet_repeat_exactly(
         (["optimizer.lr=-1"], "optimizer.lr must be >= 0 (0 freezes the weights); got -1.0"),
         (["epochs=two"], "epochs must be an integer; got 'two'"),
         (["precision=fp16", "device=cpu"], "needs a GPU; valid on CPU: auto, fp32"),
+        (["optimizer.eps=.inf"], "optimizer.eps must be a finite number; got inf"),
+        (["optimizer.weight_decay=.nan"], "optimizer.weight_decay must be a finite number"),
+        (["optimizer.lr=inf"], "optimizer.lr must be a finite number; got inf"),
+        (["method=agf", "model.attention_options.a=nan"],
+         "model.attention_options.a must be a finite number; got nan"),
+        (["method=agf", "model.attention_options.orthogonality_weight=inf"],
+         "model.attention_options.orthogonality_weight must be a finite number; got inf"),
+        (["seed=1e20"], "seed must be an integer from -2**63 to 2**63 - 1"),
     ],
 )
 def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
@@ -179,6 +188,22 @@ def test_errors_name_the_valid_choices(tmp_path, capsys, overrides, message):
                  "--set", *overrides])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_diverging_run_exits_2_naming_the_step(tmp_path, capsys):
+    lr = 10.0 ** random.uniform(9, 12)
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path))
+    out = tmp_path / "out"
+    code = main(["train", "--config", str(config), "--output-dir", str(out), "--set",
+                 f"optimizer.lr={lr}", "schedule.warmup_steps=0"])
+    captured = capsys.readouterr()
+    assert code == 2
+    found = re.search(r"filterformer train: error: training diverged at step (\d+): loss is nan; "
+                      rf"the run in {re.escape(str(out))} stopped", captured.err)
+    assert found and "Traceback" not in captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["diverged"] == {"step": int(found[1]), "reason": "loss is nan"}
+    assert summary["test"] is None and "accuracy" not in captured.out
 
 
 @pytest.mark.parametrize("case", ["a path under a regular file", "an existing regular file"])

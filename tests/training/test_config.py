@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import random
+import re
+import typing
 
 import pytest
 
@@ -15,6 +19,10 @@ from filterformer.training import (
     load_config,
     save_config,
 )
+from filterformer.training.batches import make_loader, training_batches
+from filterformer.training.checkpoint import seed_everything
+from filterformer.training.config_values import field_hints
+from filterformer.training.run_config import SEED_RANGE
 
 YAML_TEXT = """
 task: listops
@@ -187,3 +195,65 @@ def test_bad_files_are_reported(tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
     with pytest.raises(ValueError, match="must hold a mapping"):
         load_config(tmp_path / "list.yaml")
+
+
+def _float_fields(cls: type, prefix: str) -> list[str]:
+    """The dotted names of every float field of config dataclass ``cls``, nested ones included."""
+    names = []
+    for name, hint in field_hints(cls).items():
+        options = typing.get_args(hint) or (hint,)
+        if float in options:
+            names.append(prefix + name)
+        elif dataclasses.is_dataclass(hint):
+            names += _float_fields(hint, f"{prefix}{name}.")
+    return names
+
+
+FLOAT_FIELDS = _float_fields(TrainConfig, "") + [
+    name for name in _float_fields(TransformerConfig, "model.")
+    if name.split(".")[1] not in ("vocab_size", "input_dim")]
+
+
+@pytest.mark.parametrize("field", FLOAT_FIELDS)
+def test_no_float_option_may_be_nan_or_infinite(field):
+    assert {"optimizer.lr", "optimizer.eps", "optimizer.weight_decay", "grad_clip",
+            "schedule.min_lr_ratio", "model.dropout", "model.neutreno_lambda"} <= set(FLOAT_FIELDS)
+    text = random.choice([".nan", ".inf", "-.inf", "nan", "inf", "-Infinity"])
+    with pytest.raises(ValueError, match=rf"^{re.escape(field)} must be a finite number; got "):
+        load_config(None, [f"{field}={text}"])
+    # A file, or a dict from Python, says the same.
+    bad = random.choice([math.nan, math.inf, -math.inf])
+    *parents, last = field.split(".")
+    data: dict = {}
+    target = data
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[last] = bad
+    with pytest.raises(ValueError, match=rf"{re.escape(field)} must be a finite number"):
+        TrainConfig.from_dict(data)
+
+
+@pytest.mark.parametrize(("override", "name"), [
+    ("optimizer.betas=[0.9, .nan]", "optimizer.betas[1]"),
+    ("model.attention_options.a=nan", "model.attention_options.a"),
+    ("model.attention_options.b=.inf", "model.attention_options.b"),
+    ("model.attention_options.orthogonality_weight=inf",
+     "model.attention_options.orthogonality_weight"),
+    ("task_options.preset=.nan", "task_options.preset"),
+])
+def test_non_finite_numbers_in_lists_and_free_mappings_are_named(override, name):
+    with pytest.raises(ValueError, match=rf"^{re.escape(name)} must be a finite number; got "):
+        load_config(None, ["method=agf", override])
+
+
+@pytest.mark.parametrize("seed", ["1e20", str(2**63), str(-(2**63) - 1), "100000000000000000000"])
+def test_a_seed_out_of_range_names_the_range(seed):
+    with pytest.raises(ValueError, match=r"^seed must be an integer from -2\*\*63 to 2\*\*63 - 1 "):
+        load_config(None, [f"seed={seed}"])
+    # Every seed in the range seeds every generator a run uses.
+    for good in (SEED_RANGE[0], SEED_RANGE[1], random.randint(*SEED_RANGE)):
+        assert load_config(None, [f"seed={good}"]).seed == good
+        seed_everything(good)
+        epoch = random.randint(0, 100)
+        assert len(training_batches(list(range(10)), 3, epoch=epoch, seed=good)) == 3
+        make_loader(list(range(4)), [[0, 1]], list, seed=good + epoch)

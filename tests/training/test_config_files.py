@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -81,3 +82,23 @@ def test_unknown_fields_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"unknown TransformerConfig field\(s\) \['depht'\]; "
                                          r"valid: \['dim', 'depth'"):
         _load(tmp_path, {**_fields(), "depht": 3}, None)
+
+
+def test_a_yaml_key_given_twice_is_refused_naming_the_file_key_and_lines(tmp_path):
+    key = random.choice(["lr", "eps", "weight_decay"])
+    between = ["  betas: [0.9, 0.99]"] if random.random() < 0.5 else []
+    lines = ["task: listops", "optimizer:", f"  {key}: 0.1", *between, f"  {key}: 0.5"]
+    path = tmp_path / "run.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    second = len(lines)
+    with pytest.raises(ValueError, match=rf"cannot parse YAML config {re.escape(str(path))}: "
+                                         rf"key '{key}' is given twice, on line 3 and on line "
+                                         rf"{second}"):
+        read_config_file(path)
+    path.write_text("task: listops\ntask: mnist\n")
+    with pytest.raises(ValueError, match=r"key 'task' is given twice, on line 1 and on line 2"):
+        read_config_file(path)
+    # Keys may repeat across mappings, and a merge ("<<") overrides on purpose.
+    path.write_text("defaults: &d {lr: 0.1, eps: 0.001}\noptimizer:\n  <<: *d\n  lr: 0.5\n"
+                    "schedule: {lr: 1}\n")
+    assert read_config_file(path)["optimizer"] == {"lr": 0.5, "eps": 0.001}

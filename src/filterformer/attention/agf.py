@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -85,8 +87,10 @@ class AttentiveGraphFilterAttention(AttentionBase):
         if basis == "jacobi":
             check_jacobi_parameters(K, a, b)
         a, b = NAMED_JACOBI_PARAMETERS.get(basis, (float(a), float(b)))
-        if not orthogonality_weight >= 0:
-            raise ValueError(f"orthogonality_weight must be >= 0; got {orthogonality_weight}")
+        if isinstance(orthogonality_weight, bool) or not isinstance(
+                orthogonality_weight, (int, float)) or not 0 <= orthogonality_weight < math.inf:
+            raise ValueError(f"orthogonality_weight must be a finite number >= 0; got "
+                             f"{orthogonality_weight}")
         super().__init__(
             dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
             neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,

@@ -6,6 +6,7 @@ new last axis, so a filter ``g(x) = Σ_k θ_k P_k(x)`` is one matrix product wit
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import torch
@@ -50,8 +51,9 @@ def check_jacobi_parameters(K: int, a: float, b: float) -> tuple[int, float, flo
     """
     _check_order(K)
     for name, value in (("a", a), ("b", b)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{name} must be a real number; got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+                value):
+            raise ValueError(f"{name} must be a finite real number; got {value!r}")
     a, b = float(a), float(b)
     for k in range(2, K + 1):
         for factor in (k + a + b, 2 * k + a + b - 2):

@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..attention import get_attention_class
-from ..checks import check_choice, check_integer, check_positive, check_probability
+from ..checks import (
+    check_choice,
+    check_finite_numbers,
+    check_integer,
+    check_positive,
+    check_probability,
+)
 from ..functional.neutreno import check_neutreno_lambda
 from ..jsonsafe import reject_unknown_fields
 from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
@@ -88,7 +94,9 @@ class TransformerConfig:
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
         check_neutreno_lambda(self.neutreno_lambda)
-        self.attention_options = dict(self.attention_options)
+        # Each method checks its options' meaning when built; no option may be NaN or infinite.
+        self.attention_options = check_finite_numbers("attention_options",
+                                                      dict(self.attention_options))
 
     def layer_attention(self, index: int) -> tuple[str, dict[str, Any]]:
         """The attention method and options of block ``index``."""

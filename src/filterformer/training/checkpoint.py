@@ -112,10 +112,12 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
 
 
 def load_model_state(model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: Any) -> None:
-    """Load ``state_dict`` into ``model``; missing, unexpected or reshaped entries raise.
+    """Load ``state_dict`` into ``model``; missing, unexpected, reshaped or non-finite
+    parameters raise.
 
     Raises:
-        ValueError: naming the checkpoint file and the first mismatching parameters.
+        ValueError: naming the checkpoint file and the first mismatching or non-finite
+            parameters.
     """
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state_dict))
@@ -136,6 +138,14 @@ def load_model_state(model: nn.Module, state_dict: Mapping[str, torch.Tensor], p
         raise ValueError(
             f"checkpoint {path} does not fit this model ({'; '.join(problems)}); was it saved "
             "with another model configuration?"
+        )
+    # Parameters only: a buffer may hold infinities on purpose (e.g. an attention mask).
+    non_finite = [name for name, _ in model.named_parameters()
+                  if name in state_dict and not torch.isfinite(state_dict[name]).all()]
+    if non_finite:
+        raise ValueError(
+            f"checkpoint {path} holds non-finite weights (NaN or infinity in "
+            f"{_first(non_finite)}): the training that saved it diverged"
         )
     model.load_state_dict(state_dict)
 

@@ -29,6 +29,7 @@ from .run_config import TrainConfig, default_task_options
 __all__ = [
     "CONFIG_SUFFIXES",
     "MODEL_CONFIG_SUFFIXES",
+    "DuplicateKeyError",
     "apply_overrides",
     "load_config",
     "load_transformer_config",
@@ -44,6 +45,33 @@ MODEL_CONFIG_SUFFIXES = {**CONFIG_SUFFIXES, ".json": "json"}
 _KEYED_MAPPINGS = {"model": TransformerConfig}
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A YAML mapping that gives one key twice (YAML keeps the last value without a word; TOML
+    and JSON readers differ, so a config file must say what it means once)."""
+
+    def __init__(self, key: Any, first_line: int, line: int) -> None:
+        super().__init__(f"key {key!r} is given twice, on line {first_line} and on line {line}; "
+                         "keep one")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that repeats a key."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        lines: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<" merges, overriding on purpose
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = lines.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:  # unhashable: the safe loader says so itself
+                continue
+            if first != key_node.start_mark.line + 1:
+                raise DuplicateKeyError(key, first, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(
     path: str | os.PathLike, suffixes: Mapping[str, str] = CONFIG_SUFFIXES
 ) -> dict[str, Any]:
@@ -55,7 +83,8 @@ def read_config_file(
             ``json``); :data:`CONFIG_SUFFIXES` or :data:`MODEL_CONFIG_SUFFIXES`.
 
     Raises:
-        ValueError: for another suffix, a missing file, unparsable text or a non-mapping.
+        ValueError: for another suffix, a missing file, unparsable text, a YAML key given twice
+            in one mapping (naming it and its lines) or a non-mapping.
     """
     path = Path(path)
     kind = suffixes.get(path.suffix.lower())
@@ -74,7 +103,7 @@ def read_config_file(
         elif kind == "json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except (ValueError, yaml.YAMLError) as err:  # TOML's and JSON's decode errors are ValueErrors
         raise ValueError(f"cannot parse {kind.upper()} config {path}: {err}") from None
     data = {} if data is None else data

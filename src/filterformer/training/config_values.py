@@ -1,19 +1,22 @@
 """Typed values for configuration dataclasses: from files, dicts and ``key=value`` text.
 
 One code path checks every value against its field's type hint, so a config file, a Python dict
-and a command-line override are validated the same way, and every error names the field.
+and a command-line override are validated the same way, and every error names the field. No
+number anywhere in a config may be NaN or infinite, free-form mappings (``task_options``,
+``model.attention_options``) included.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from collections.abc import Iterable
 from typing import Any, Union
 
 import yaml
+
+from ..checks import check_finite_numbers
 
 __all__ = [
     "check_fields",
@@ -45,7 +48,7 @@ def describe_type(hint: Any) -> str:
         return "a list"
     if origin is dict or hint is dict:
         return "a mapping"
-    names = {int: "an integer", float: "a number", bool: "true/false", str: "a string"}
+    names = {int: "an integer", float: "a finite number", bool: "true/false", str: "a string"}
     if hint in names:
         return names[hint]
     if dataclasses.is_dataclass(hint):
@@ -57,9 +60,12 @@ def check_value(value: Any, hint: Any, name: str) -> Any:
     """``value`` as the type ``hint`` asks for; ValueError naming ``name`` when it is not one.
 
     Integers are accepted where numbers are expected; lists become tuples; mappings become
-    nested dataclasses.
+    nested dataclasses. NaN and infinities are refused, in free-form mappings too
+    (:func:`~filterformer.checks.check_finite_numbers`).
     """
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    # First, whatever the hint: the error names the very key that holds the NaN.
+    check_finite_numbers(name, value)
     if hint is Any:
         return value
     if origin in (Union, types.UnionType):
@@ -87,15 +93,19 @@ def check_value(value: Any, hint: Any, name: str) -> Any:
     elif hint in (bool, int) and type(value) is hint:  # exact: True is no integer here
         return value
     elif hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any float
+            raise ValueError(f"{name} must be a finite number; got {value}") from None
     elif hint is str and isinstance(value, str):
         return value
     raise ValueError(f"{name} must be {describe_type(hint)}; got {value!r}")
 
 
 def parse_text(text: str, hint: Any = Any) -> Any:
-    """A command-line value as a typed value: YAML scalars and lists (``[1, 3]``), ``1e-3`` read
-    as a number, and plain text wherever the hint takes a string."""
+    """A command-line value as a typed value: YAML scalars and lists (``[1, 3]``), ``1e-3``,
+    ``inf`` and ``nan`` read as numbers (the last two for :func:`check_value` to refuse, naming
+    the option), and plain text wherever the hint takes a string."""
     takes_string = hint is str or (
         typing.get_origin(hint) in (Union, types.UnionType) and str in typing.get_args(hint)
     )
@@ -106,12 +116,12 @@ def parse_text(text: str, hint: Any = Any) -> Any:
     except yaml.YAMLError:
         return text
     if isinstance(value, str):
-        # YAML 1.1 reads "1e-3" (no dot) as text; a number is what anyone typing it means.
+        # YAML 1.1 reads "1e-3" (no dot) and "inf" as text; a number is what anyone typing it
+        # means.
         try:
-            number = float(value)
+            return float(value)
         except ValueError:
             return value
-        return number if math.isfinite(number) else value
     return value
 
 

@@ -25,10 +25,12 @@ __all__ = [
     "DEFAULT_TASK",
     "DEFAULT_TASK_OPTIONS",
     "PRECISIONS",
+    "SEED_RANGE",
     "SESSION_FIELDS",
     "OptimizerConfig",
     "ScheduleConfig",
     "TrainConfig",
+    "check_seed",
     "default_task_options",
     "run_identity",
 ]
@@ -51,6 +53,19 @@ SESSION_FIELDS = (
 )
 #: Model fields the task decides.
 TASK_FIELDS = ("vocab_size", "input_dim")
+#: The seeds torch's generators take (a signed 64-bit integer; with the epoch or the process's
+#: rank added, still within the unsigned range torch also accepts).
+SEED_RANGE = (-(2**63), 2**63 - 1)
+
+
+def check_seed(name: str, seed: Any) -> int:
+    """Return ``seed`` if it is an integer in :data:`SEED_RANGE`, else ValueError naming
+    ``name`` and the range."""
+    low, high = SEED_RANGE
+    if type(seed) is not int or not low <= seed <= high:
+        raise ValueError(f"{name} must be an integer from -2**63 to 2**63 - 1 ({low} to {high}); "
+                         f"got {seed!r}")
+    return seed
 
 
 def run_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -202,6 +217,7 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        check_seed("seed", self.seed)  # before the type check, so that 1e20 hears the range
         check_fields(self)
         if not self.task:
             raise ValueError("task must be a task name; got ''")

@@ -9,7 +9,7 @@ One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
         metrics.csv          the same records as a table
         checkpoints/last.pt  everything needed to resume
         checkpoints/best.pt  the weights with the best validation metric
-        summary.json         the final result (only once the run has finished)
+        summary.json         the final result (only once the run has finished or diverged)
 
 A write killed half-way leaves ``checkpoints/.last.pt.<random>.tmp`` (or ``.best.pt.…``); rank 0
 removes such files when the run next starts or resumes.
@@ -17,7 +17,13 @@ removes such files when the run next starts or resumes.
 A run stopped at any step (``stop_after``, a crash, a kill after the last checkpoint) and
 resumed with ``resume=True`` ends with the same weights as an uninterrupted run: the data order
 is a function of (seed, epoch), the position within the epoch is saved, and so are the model,
-optimiser, scheduler, gradient scaler and every random generator of every process.
+optimiser, scheduler, gradient scaler and every random generator of every process. Its train
+time, step times and peak memory cover every stretch of it (:mod:`.training_cost`); resuming a
+finished run trains nothing and reports them unchanged.
+
+A step whose loss or gradient norm is not finite stops the run (:mod:`.divergence`): its
+``summary.json`` records the step and the reason, and :meth:`Trainer.fit` raises
+:class:`~filterformer.training.divergence.TrainingDiverged`.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ from .checkpoint import (
 from .compilation import compile_model, mark_sequence_dynamic
 from .config_files import save_config
 from .distributed import DistributedContext, setup_distributed
+from .divergence import TrainingDiverged, divergence_reason
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
 from .metrics_log import MetricsLog
 from .model_building import (
@@ -63,6 +70,7 @@ from .precision import grad_scaler, resolve_precision
 from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
+from .training_cost import TrainingCost
 
 __all__ = ["TrainResult", "Trainer", "train"]
 
@@ -80,10 +88,15 @@ class TrainResult:
         best_validation: the best checkpoint's validation metrics.
         test: the best checkpoint's test metrics (None until completed).
         num_parameters: trainable parameters.
-        step_time_s: median wall time of an optimiser step in this process's session.
-        peak_memory_bytes: see :class:`~filterformer.training.resources.PeakMemory`.
+        step_time_s: median wall time of an optimiser step over every stretch of the run
+            (:class:`~filterformer.training.training_cost.TrainingCost`).
+        peak_memory_bytes: the highest peak of the stretches (see
+            :class:`~filterformer.training.resources.PeakMemory`).
         memory_measure: what ``peak_memory_bytes`` measures.
-        train_time_s: wall time of this session's training loop (validation included).
+        train_time_s: wall time of the training loop (validation included), summed over the
+            stretches; None when a stretch's is unknown.
+        diverged: ``{"step", "reason"}`` of a run stopped by a non-finite loss or gradient
+            (its ``summary.json`` only: :meth:`Trainer.fit` raises instead of returning it).
     """
 
     run_dir: str
@@ -97,7 +110,8 @@ class TrainResult:
     step_time_s: float | None
     peak_memory_bytes: int | None
     memory_measure: str
-    train_time_s: float
+    train_time_s: float | None
+    diverged: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -173,6 +187,8 @@ class Trainer:
         self.best_step: int | None = None
         self.best_validation: dict[str, float] | None = None
         self.pending = {"loss_sum": 0.0, "count": 0}
+        #: The cost of the stretches before this one, and of all of them at the last checkpoint.
+        self.earlier_cost = self.cost = TrainingCost()
         if resume:
             self._resume()
         #: The step this session started from (``stop_after`` counts from it).
@@ -192,8 +208,16 @@ class Trainer:
             "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
         }
 
+    def _cost_now(self) -> TrainingCost:
+        """The run's cost up to now: the earlier stretches' and this one's."""
+        return self.earlier_cost.extended(
+            time.perf_counter() - self.stretch_started, self.timer.durations,
+            self.memory.peak_bytes(), self.memory.measure,
+        )
+
     def _save_last(self) -> None:
         rngs = self.context.all_gather_object(rng_state())
+        self.cost = self._cost_now()
         if not self.context.is_main:
             return
         save_checkpoint(self.last_path, {
@@ -210,6 +234,7 @@ class Trainer:
             "pending": dict(self.pending),
             "rng": rngs,
             "world_size": self.context.world_size,
+            "cost": self.cost.to_state(),
         })
 
     def _read(self, path: Path) -> dict[str, Any]:
@@ -239,6 +264,7 @@ class Trainer:
         best = state["best"]
         self.best_step, self.best_validation = best["step"], best["validation"]
         self.pending = dict(state["pending"])
+        self.earlier_cost = self.cost = TrainingCost.from_state(state.get("cost"))
         rngs = state["rng"]
         set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
 
@@ -256,6 +282,19 @@ class Trainer:
         self.scheduler.step()
         self.timer.stop()
         return loss.item(), grad_norm.item()
+
+    def _check_finite(self, loss: float, grad_norm: float) -> None:
+        """Raise :class:`TrainingDiverged` when the step just taken was not finite on any
+        process (every process stops at the same step)."""
+        reason = divergence_reason(loss, grad_norm, scaled=self.scaler.is_enabled())
+        if self.context.distributed:
+            # A loss that is NaN on one process only must stop every process.
+            anywhere = self.context.all_reduce_sum([float(reason is not None)])[0]
+            reason = reason or ("loss is not finite on another process" if anywhere else None)
+        if reason is not None:
+            self.log.log({"step": self.step + 1, "epoch": self.epoch, "split": "train",
+                          "loss": loss, "grad_norm": grad_norm, "diverged": reason})
+            raise TrainingDiverged(self.step + 1, reason, self.run_dir)
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -297,33 +336,53 @@ class Trainer:
 
         Returns:
             :class:`TrainResult` (``completed=False`` when stopped early).
+
+        Raises:
+            TrainingDiverged: at the first step whose loss (or, outside fp16, gradient norm) is
+                not finite, once ``summary.json`` records it; no checkpoint is written after
+                that step.
         """
         config = self.config
         if self.context.is_main:
             save_config(config, self.run_dir / "config.yaml")
         self.memory.reset()
-        started = time.perf_counter()
-        stopped = self._train_loop()
-        train_time = time.perf_counter() - started
-        peak = self.memory.peak_bytes()
+        self.stretch_started = time.perf_counter()
+        try:
+            stopped = self._train_loop()
+        except TrainingDiverged as diverged:
+            self._write_summary(self._result(self._cost_now(), None, diverged=diverged.to_dict()))
+            raise
         test = None
         if not stopped:
             self._load_best()
             test = self._evaluate("test")
             self.log.log({"step": self.step, "epoch": self.epoch, "split": "test", **test})
-        result = TrainResult(
-            run_dir=str(self.run_dir), completed=not stopped, steps=self.step,
-            selection_metric=self.selection_metric, best_step=self.best_step,
-            best_validation=self.best_validation, test=test, num_parameters=self.num_parameters,
-            step_time_s=self.timer.median(), peak_memory_bytes=peak,
-            memory_measure=self.memory.measure, train_time_s=train_time,
-        )
-        if self.context.is_main and not stopped:
-            summary = {**result.to_dict(), "task": self.task.name, "method": config.method,
-                       "config": config.to_dict(), "model_config": self.model_config.to_dict()}
-            (self.run_dir / "summary.json").write_text(json.dumps(finite_json(summary), indent=1))
+        # The figures of the last checkpoint, written at the last step trained: a later resume
+        # starts from them (and, with nothing left to train, reports them as they are).
+        result = self._result(self.cost, test)
+        if not stopped:
+            self._write_summary(result)
         self.context.barrier()
         return result
+
+    def _result(self, cost: TrainingCost, test: dict[str, float] | None,
+                diverged: dict[str, Any] | None = None) -> TrainResult:
+        return TrainResult(
+            run_dir=str(self.run_dir), completed=test is not None, steps=self.step,
+            selection_metric=self.selection_metric, best_step=self.best_step,
+            best_validation=self.best_validation, test=test, num_parameters=self.num_parameters,
+            step_time_s=cost.step_time_s, peak_memory_bytes=cost.peak_memory_bytes,
+            memory_measure=cost.memory_measure, train_time_s=cost.train_time_s,
+            diverged=diverged,
+        )
+
+    def _write_summary(self, result: TrainResult) -> None:
+        if not self.context.is_main:
+            return
+        config = self.config
+        summary = {**result.to_dict(), "task": self.task.name, "method": config.method,
+                   "config": config.to_dict(), "model_config": self.model_config.to_dict()}
+        (self.run_dir / "summary.json").write_text(json.dumps(finite_json(summary), indent=1))
 
     def _train_loop(self) -> bool:
         """Run the remaining steps; True when stopped early by ``stop_after``."""
@@ -363,6 +422,7 @@ class Trainer:
         config = self.config
         lr = self.scheduler.get_last_lr()[0]
         loss, grad_norm = self._train_step(batch)
+        self._check_finite(loss, grad_norm)
         self.step += 1
         self.epoch_step += 1
         self.pending["loss_sum"] += loss

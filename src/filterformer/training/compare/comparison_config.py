@@ -20,7 +20,7 @@ from ...checks import check_integer
 from ...methods import DEFAULT_METHODS, method_changes
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
-from ..run_config import TrainConfig
+from ..run_config import TrainConfig, check_seed
 
 __all__ = [
     "DEFAULT_COMPARE_CONFIG",
@@ -167,6 +167,8 @@ class CompareConfig:
         self.method_entries = {entry.name: entry for entry in entries}
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct integers, at least one; got {self.seeds}")
+        for i, seed in enumerate(self.seeds):
+            check_seed(f"compare.seeds[{i}]", seed)
         if self.baseline is None:
             self.baseline = "softmax" if "softmax" in names else names[0]
         elif self.baseline not in names:

@@ -206,11 +206,16 @@ def measure_cost(
 def with_step_times(runs: list[dict[str, Any]], cost: dict[str, Any]) -> list[dict[str, Any]]:
     """The run records with ``step_time_s`` set: the paired median of the run's method and seed
     (:func:`measure_cost`), or the run's in-training median (``train_step_time_s``) when the
-    paired measurement was off."""
-    if cost["measure"] != "paired":
-        return [{**run, "step_time_s": run["train_step_time_s"]} for run in runs]
-    return [{**run, "step_time_s": cost["seeds"][str(run["seed"])]["step_time_s"][run["method"]]}
-            for run in runs]
+    paired measurement was off; None for a diverged run, which no statistic uses."""
+
+    def step_time(run: dict[str, Any]) -> float | None:
+        if run.get("diverged"):
+            return None
+        if cost["measure"] != "paired":
+            return run["train_step_time_s"]
+        return cost["seeds"][str(run["seed"])]["step_time_s"][run["method"]]
+
+    return [{**run, "step_time_s": step_time(run)} for run in runs]
 
 
 def cost_note(cost: dict[str, Any] | None) -> str:

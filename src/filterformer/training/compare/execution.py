@@ -16,11 +16,14 @@ plain pickle writes it again for every view (ListOps' 10,000 sequences, views of
 buffer, became 30 GB).
 
 Finished runs stay finished: each one's ``summary.json`` is written as it ends, so when a run
-fails the others are kept, and running the comparison again reuses them.
+fails the others are kept, and running the comparison again reuses them. A run that diverges
+(:mod:`filterformer.training.divergence`) ends too: its ``summary.json`` records the step and
+the reason, the comparison goes on with the others, and running it again reuses the record.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -39,6 +42,7 @@ import torch
 
 from ...checks import check_integer
 from ..checkpoint import check_same_config
+from ..divergence import TrainingDiverged
 from ..model_building import ModelConfig
 from ..progress import RunsProgress
 from ..run_config import TrainConfig, run_identity
@@ -80,7 +84,8 @@ class PlannedRun:
 
 @dataclass(frozen=True)
 class FinishedRun:
-    """A finished run.
+    """A finished run (or a diverged one: its summary's ``diverged`` says at which step and
+    why).
 
     Attributes:
         method: the compared method's name.
@@ -201,10 +206,8 @@ def train_runs(
     def finish(run: FinishedRun) -> None:
         finished[run.method, run.seed] = run
         progress.finished(run.duration_s)
-        metric = run.summary["selection_metric"]
-        echo(progress.line(f"{run.method} seed {run.seed} ({run.state}): test {metric} "
-                           f"{run.summary['test'][metric]:.4f}, "
-                           f"{run.summary['train_time_s']:.1f} s"))
+        echo(progress.line(f"{run.method} seed {run.seed} ({run.state}): "
+                           f"{_outcome(run.summary)}"))
 
     pending = []
     for method, seed in order:
@@ -227,11 +230,24 @@ def train_runs(
     return [finished[key] for key in order]
 
 
+def _outcome(summary: dict[str, Any]) -> str:
+    """A run's test metric and train time, or where and why it diverged."""
+    diverged = summary.get("diverged")
+    if diverged:
+        return f"diverged at step {diverged['step']} ({diverged['reason']}), left out"
+    metric, seconds = summary["selection_metric"], summary["train_time_s"]
+    return (f"test {metric} {summary['test'][metric]:.4f}, "
+            + ("train time unknown" if seconds is None else f"{seconds:.1f} s"))
+
+
 def _train(run: PlannedRun, task: Any, *, progress: bool) -> float:
-    """Train one run to its end; its wall time in seconds."""
+    """Train one run to its end (or to its divergence, which its ``summary.json`` records);
+    its wall time in seconds."""
     started = time.perf_counter()
     run_config = run.config if progress else dataclasses.replace(run.config, progress=False)
-    Trainer(run_config, task=task, resume=run.resume, model_config=run.model_config).fit()
+    # A divergence is recorded in the run's summary.json; the comparison goes on with the others.
+    with contextlib.suppress(TrainingDiverged):
+        Trainer(run_config, task=task, resume=run.resume, model_config=run.model_config).fit()
     return time.perf_counter() - started
 
 

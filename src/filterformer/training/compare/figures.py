@@ -55,7 +55,8 @@ def _cost_figure(summary: list[dict[str, Any]], metric: str) -> Figure:
     ax.set_xlabel("median time per training step (ms)")
     ax.set_ylabel(f"test {metric} (mean ± std)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="x-small")
+    if ax.get_legend_handles_labels()[0]:  # none when every method's runs diverged
+        ax.legend(fontsize="x-small")
     return figure
 
 

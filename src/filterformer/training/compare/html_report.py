@@ -12,7 +12,7 @@ from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
 
-__all__ = ["budget_length", "render_report", "verdict_summary"]
+__all__ = ["budget_length", "divergence_summary", "render_report", "verdict_summary"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
@@ -191,7 +191,7 @@ def _table(results: dict[str, Any]) -> str:
             f"{row['num_parameters']:,}",
             _mean_std(row, "last_layer_cosine_similarity", 3),
             _difference_cell(row, cosine, formats[cosine]),
-            str(row["runs"]),
+            str(row["runs"]) + (f" ({row['diverged']} diverged)" if row.get("diverged") else ""),
         ]
         # Only a significant improvement over the baseline earns the mark.
         if row["difference"] is None:
@@ -228,6 +228,28 @@ def _figures(figures: Sequence[ReportFigure]) -> str:
     return f'<div class="figures">{"".join(items)}</div>'
 
 
+def divergence_summary(results: dict[str, Any]) -> str | None:
+    """The sentence naming every diverged run (step and reason), or None when none did."""
+    diverged = [run for run in results["runs"] if run.get("diverged")]
+    if not diverged:
+        return None
+    named = [f"{run['method']} seed {run['seed']} at step {run['diverged']['step']} "
+             f"({run['diverged']['reason']})" for run in diverged]
+    return (f"{len(diverged)} of {len(results['runs'])} runs diverged and are left out of every "
+            f"number, difference and figure: {_names(named)}.")
+
+
+def _train_minutes(runs: Sequence[dict[str, Any]]) -> str:
+    """The train time of the runs that did not diverge, in all, saying how many of them it
+    does not count (a run resumed from a checkpoint that kept no train time)."""
+    finished = [run for run in runs if not run.get("diverged")]
+    times = [run["train_time_s"] for run in finished if run["train_time_s"] is not None]
+    missing = len(finished) - len(times)
+    text = f"{sum(times) / 60:.1f} minutes in all"
+    return text + (f" (not counting {missing} run{'s' if missing != 1 else ''} without a train "
+                   "time)" if missing else "")
+
+
 def budget_length(budget: Mapping[str, Any]) -> str:
     """How long a ``results.json`` budget trains: ``"40 steps"`` where ``max_steps`` is set,
     else ``"1 epoch"``, ``"5 epochs"``."""
@@ -248,7 +270,8 @@ def render_report(
         model = (f"pretrained model <b>{html.escape(results['pretrained'])}</b> with the method "
                  "patched in, every parameter fine-tuned")
     length = budget_length(budget)
-    steps = results["runs"][0]["steps"] if results["runs"] else 0
+    finished = [run for run in results["runs"] if not run.get("diverged")]
+    steps = finished[0]["steps"] if finished else budget.get("max_steps") or 0
     meta = (
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
         f"{task['num_train']:,} train / {task['num_validation']:,} validation / "
@@ -259,8 +282,7 @@ def render_report(
         f"{', '.join(map(str, results['seeds']))}. "
         f"Ran on {html.escape(str(env['device']))} ({env['cpu_threads']} CPU "
         f"thread{'s' if env['cpu_threads'] != 1 else ''}), torch "
-        f"{html.escape(env['torch'])}; the runs trained for "
-        f"{sum(r['train_time_s'] for r in results['runs']) / 60:.1f} minutes in all."
+        f"{html.escape(env['torch'])}; the runs trained for {_train_minutes(results['runs'])}."
     )
     notes = [
         f"Test {results['metric']}: of each run's best-validation checkpoint (the test split is "
@@ -282,7 +304,9 @@ def render_report(
         "output on validation batches; closer to 1 means more over-smoothed.",
         *_method_notes(results),
     ]
-    answer = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in verdict_summary(results))
+    diverged = divergence_summary(results)
+    sentences = ([diverged] if diverged else []) + verdict_summary(results)
+    answer = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in sentences)
     page = f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -16,6 +16,10 @@ The runs train one after another, or ``jobs`` at a time in worker processes, wit
 results (:mod:`.execution`); the diagnostics, the summary and the files are made here once every
 run has finished. Re-running with the same output directory skips finished runs and resumes
 stopped ones, so an interrupted comparison continues where it stopped.
+
+A run that diverged (a non-finite loss or gradient) is kept in ``runs`` with its step and reason
+under ``diverged`` and every measured figure None; no statistic, diagnostic or figure uses it,
+and each method's row counts its diverged runs.
 """
 
 from __future__ import annotations
@@ -93,7 +97,18 @@ def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> Di
 
 
 def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
-                report: DiagnosticsReport) -> dict[str, Any]:
+                report: DiagnosticsReport | None) -> dict[str, Any]:
+    """A run's record in ``results.json``; a diverged run's (``report`` None) keeps its
+    identity and ``diverged``, with every measured figure None."""
+    diverged = summary.get("diverged")
+    if diverged:
+        measured = ("test", "best_validation", "best_step", "train_step_time_s",
+                    "peak_memory_bytes", "train_time_s", "last_layer_cosine_similarity",
+                    "cosine_similarity_per_layer", f"test_{metric}", f"validation_{metric}")
+        return {"method": method, "seed": seed, "run_dir": summary["run_dir"],
+                **dict.fromkeys(measured), "steps": summary["steps"], "step_time_s": None,
+                "num_parameters": summary["num_parameters"],
+                "memory_measure": summary["memory_measure"], "diverged": diverged}
     return {
         "method": method,
         "seed": seed,
@@ -112,6 +127,7 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
         "memory_measure": summary["memory_measure"],
         "last_layer_cosine_similarity": report.token_cosine_similarity[-1],
         "cosine_similarity_per_layer": report.token_cosine_similarity,
+        "diverged": None,
     }
 
 
@@ -154,9 +170,11 @@ def compare(
     runs: list[dict[str, Any]] = []
     reports: dict[str, list[DiagnosticsReport]] = {}
     for run in train_runs(config, task, model_configs, jobs=jobs, echo=echo):
-        run_config = config.run_config(run.method, run.seed)
-        report = _diagnostics(run_config, task, config.diagnostics_batches, run.method)
-        reports.setdefault(run.method, []).append(report)
+        report = None
+        if not run.summary.get("diverged"):
+            run_config = config.run_config(run.method, run.seed)
+            report = _diagnostics(run_config, task, config.diagnostics_batches, run.method)
+            reports.setdefault(run.method, []).append(report)
         runs.append(_run_record(run.method, run.seed, run.summary, metric, report))
     cost = measure_cost(config, task, echo=echo)
     runs = with_step_times(runs, cost)

@@ -174,13 +174,15 @@ def step_time_ratio(values: Mapping[int, float | None],
 
 
 def _method_summary(method: str, runs: list[dict[str, Any]], metric: str) -> dict[str, Any]:
-    """One method's row: means ± std, medians, counts over its seeds."""
+    """One method's row: means ± std, medians, counts over its seeds (a diverged run's figures
+    are None, so it counts only under ``diverged``)."""
     test_mean, test_std = mean_std([r[f"test_{metric}"] for r in runs])
     val_mean, val_std = mean_std([r[f"validation_{metric}"] for r in runs])
     cos_mean, cos_std = mean_std([r["last_layer_cosine_similarity"] for r in runs])
     return {
         "method": method,
         "runs": len(runs),
+        "diverged": sum(1 for r in runs if r.get("diverged")),
         f"test_{metric}_mean": test_mean,
         f"test_{metric}_std": test_std,
         f"validation_{metric}_mean": val_mean,
@@ -207,9 +209,11 @@ def summarize(
         baseline: the method the others are compared with.
 
     Returns:
-        One row per method: means ± std over seeds, medians, ``step_time_ratio`` (median over
-        shared seeds of time per step over the baseline's; 1.0 for the baseline itself, None
-        without times) and ``difference``: for each key of :func:`compared_metrics`, the
+        One row per method: ``runs`` and how many of them ``diverged`` (records with a
+        ``diverged`` entry and None figures, left out of every statistic), means ± std over
+        seeds, medians, ``step_time_ratio`` (median over shared seeds of time per step over the
+        baseline's; 1.0 for the baseline itself, None without times) and ``difference``: for
+        each key of :func:`compared_metrics`, the
         :class:`PairedDifference` as a dict. The baseline's own ``difference`` is None.
     """
     if baseline not in methods:
