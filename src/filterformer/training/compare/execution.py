@@ -5,7 +5,8 @@ A run's weights are a function of its configuration: the trainer seeds initialis
 dropout from the run's seed, and the data order is a function of (seed, epoch). A run trained in
 a worker therefore ends with the same weights, bit for bit, as in this process: workers are
 started with ``spawn`` (no state copied from this process, safe with CUDA and threads) and use
-this process's number of torch threads, on which the order of floating-point sums depends.
+this process's number of torch threads, on which the order of floating-point sums depends. A
+worker ends when this process dies, even when killed outright (:mod:`.parent_watch`).
 
 Workers receive the task itself, serialised once here and loaded once by each worker when it
 starts (not once per run). Loading it again from the config in each worker would repeat its
@@ -44,6 +45,7 @@ from ..progress import RunsProgress
 from ..run_config import TrainConfig, run_identity
 from ..trainer import Trainer
 from .comparison_config import CompareConfig
+from .parent_watch import end_with_parent
 
 __all__ = [
     "FinishedRun",
@@ -261,8 +263,9 @@ def task_from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
-def _start_worker(task_bytes: bytes, threads: int) -> None:
+def _start_worker(task_bytes: bytes, threads: int, parent_pid: int) -> None:
     global _worker_task
+    end_with_parent(parent_pid)  # a killed comparison must not leave its runs training
     torch.set_num_threads(threads)
     _worker_task = task_from_bytes(task_bytes)
 
@@ -286,7 +289,8 @@ def _train_in_workers(
     failures: list[tuple[PlannedRun, BaseException]] = []
     died = RuntimeError("a worker process died abruptly (killed, or out of memory?)")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(task_bytes, threads))
+                               initializer=_start_worker,
+                               initargs=(task_bytes, threads, os.getpid()))
     try:
         futures = {pool.submit(_train_in_worker, run): run for run in pending}
         for future in as_completed(futures):
