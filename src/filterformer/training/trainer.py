@@ -23,8 +23,8 @@ optimiser, scheduler, gradient scaler and every random generator of every proces
 from __future__ import annotations
 
 import gc
-import json
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,8 @@ from .checkpoint import (
 )
 from .compilation import compile_model, mark_sequence_dynamic
 from .config_files import save_config
-from .distributed import DistributedContext, setup_distributed
+from .directory_lock import directory_lock
+from .distributed import DistributedContext, setup_distributed, torchrun_rank
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
 from .metrics_log import MetricsLog
 from .model_building import (
@@ -63,6 +64,7 @@ from .precision import grad_scaler, resolve_precision
 from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
+from .run_files import write_json
 
 __all__ = ["TrainResult", "Trainer", "train"]
 
@@ -321,7 +323,7 @@ class Trainer:
         if self.context.is_main and not stopped:
             summary = {**result.to_dict(), "task": self.task.name, "method": config.method,
                        "config": config.to_dict(), "model_config": self.model_config.to_dict()}
-            (self.run_dir / "summary.json").write_text(json.dumps(finite_json(summary), indent=1))
+            write_json(self.run_dir / "summary.json", finite_json(summary))
         self.context.barrier()
         return result
 
@@ -393,7 +395,15 @@ class Trainer:
 
 
 def train(config: TrainConfig, *, task: Any = None, resume: bool = False) -> TrainResult:
-    """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards."""
+    """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards.
+
+    Rank 0 holds ``output_dir`` while the run trains: another ``train`` there is refused
+    (:func:`~filterformer.training.directory_lock.directory_lock`)."""
+    with directory_lock(config.output_dir) if torchrun_rank() == 0 else nullcontext():
+        return _train(config, task, resume)
+
+
+def _train(config: TrainConfig, task: Any, resume: bool) -> TrainResult:
     context = setup_distributed(config.device)
     trainer = None
     try:

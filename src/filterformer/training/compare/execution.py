@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import multiprocessing
 import os
 import pickle
@@ -43,6 +42,7 @@ from ..checkpoint import check_same_config
 from ..model_building import ModelConfig
 from ..progress import RunsProgress
 from ..run_config import TrainConfig, run_identity
+from ..run_files import CorruptRunFileError, read_json
 from ..trainer import Trainer
 from .comparison_config import CompareConfig
 from .parent_watch import end_with_parent
@@ -131,6 +131,11 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+#: What becomes of a run whose ``summary.json`` cannot be read.
+SUMMARY_RECOVERY = ("the comparison resumes the run from its last checkpoint (or trains it "
+                    "again) to write it anew")
+
+
 def default_jobs(device: str, threads: int) -> int:
     """Runs that fit the machine at once: one per ``threads`` CPU cores, at least one; one when
     the runs train on a GPU (they would share it, and their timings would mix).
@@ -148,12 +153,16 @@ def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
     """A finished run's summary when it was trained with ``config``; None when unfinished.
 
     Raises:
+        CorruptRunFileError: naming the run's ``summary.json`` when it cannot be read (the
+            comparison then finishes the run again: :func:`train_runs`).
         ValueError: when the run directory holds a run trained with another configuration.
     """
     path = Path(config.output_dir) / "summary.json"
     if not path.exists():
         return None
-    summary = json.loads(path.read_text())
+    summary = read_json(path, recovery=SUMMARY_RECOVERY)
+    if not isinstance(summary.get("config"), dict):
+        raise CorruptRunFileError(path, "it holds no run configuration", SUMMARY_RECOVERY)
     check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
     return summary
 
@@ -178,7 +187,8 @@ def train_runs(
             calls this under ``if __name__ == "__main__":``, as each worker imports it); None
             picks :func:`default_jobs`.
         echo: where the line of each finished run goes (``[done/total]``, its test metric, its
-            wall time and the estimated time left), in the order the runs finish.
+            wall time and the estimated time left), in the order the runs finish, and a line
+            for each run whose ``summary.json`` is damaged (that run is finished again).
 
     Returns:
         Every run, finished, in the order of ``config`` (methods, then seeds), whatever the
@@ -211,7 +221,11 @@ def train_runs(
     pending = []
     for method, seed in order:
         run_config = config.run_config(method, seed)
-        summary = finished_summary(run_config)
+        try:
+            summary = finished_summary(run_config)
+        except CorruptRunFileError as error:
+            echo(f"{method} seed {seed}: {error}")
+            summary = None
         if summary is not None:
             finish(FinishedRun(method, seed, summary, "reused", None))
             continue
