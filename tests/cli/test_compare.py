@@ -256,6 +256,23 @@ def test_an_unusable_output_dir_is_refused_before_any_run(tmp_path, capsys, case
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_jobs_below_one_are_refused_by_the_dry_run_as_by_the_comparison(tmp_path, capsys,
+                                                                        dry_run):
+    jobs = int(np.random.default_rng().integers(-5, 1))
+    out = tmp_path / "out"
+    code = main(["compare", "--config", str(tiny_budget(tmp_path)), "--methods", "softmax",
+                 "--seeds", "0", "--output-dir", str(out), "--jobs", str(jobs),
+                 *(["--dry-run"] if dry_run else [])])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err == (f"filterformer compare: error: --jobs must be a positive integer "
+                            f"(runs trained at once; omit it for as many as fit the cores); "
+                            f"got {jobs}\n")
+    assert captured.out == ""
+    assert not out.exists() and not (tmp_path / "cache").exists()  # refused before any work
+
+
 def test_report_says_when_no_method_differs(tmp_path):
     """Two identical methods (softmax under two names; the second one's own entry) × 3 seeds:
     equal accuracies seed by seed, so the report says nothing differs and marks no row."""

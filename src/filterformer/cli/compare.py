@@ -95,11 +95,16 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast.
     import torch
 
+    from ..checks import check_integer
     from ..training.compare import compare, dry_run, load_compare_config
     from ..training.compare.execution import RunFailedError
 
     if args.threads < 0:
         raise ValueError(f"--threads must be 0 (torch's choice) or more; got {args.threads}")
+    # Checked here, so that --dry-run refuses what the comparison itself would.
+    if args.jobs is not None:
+        check_integer("--jobs", args.jobs,
+                      hint=" (runs trained at once; omit it for as many as fit the cores)")
     if args.threads:
         torch.set_num_threads(args.threads)
     overrides = list(args.overrides)

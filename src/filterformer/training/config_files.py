@@ -25,6 +25,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as a package, when i
 from ..models import TransformerConfig
 from .config_values import field_hints, parse_text
 from .run_config import TrainConfig, default_task_options
+from .run_files import write_text
 
 __all__ = [
     "CONFIG_SUFFIXES",
@@ -195,10 +196,10 @@ def load_config(
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike) -> Path:
-    """Write ``config`` as YAML (readable back by :func:`load_config`)."""
+    """Write ``config`` as YAML (readable back by :func:`load_config`), atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
     return path
 
 

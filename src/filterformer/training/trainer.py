@@ -29,8 +29,8 @@ A step whose loss or gradient norm is not finite stops the run (:mod:`.divergenc
 from __future__ import annotations
 
 import gc
-import json
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,8 @@ from .checkpoint import (
 )
 from .compilation import compile_model, mark_sequence_dynamic
 from .config_files import save_config
-from .distributed import DistributedContext, setup_distributed
+from .directory_lock import directory_lock
+from .distributed import DistributedContext, setup_distributed, torchrun_rank
 from .divergence import TrainingDiverged, divergence_reason
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
 from .metrics_log import MetricsLog
@@ -70,6 +71,7 @@ from .precision import grad_scaler, resolve_precision
 from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
+from .run_files import write_json
 from .training_cost import TrainingCost
 
 __all__ = ["TrainResult", "Trainer", "train"]
@@ -382,7 +384,7 @@ class Trainer:
         config = self.config
         summary = {**result.to_dict(), "task": self.task.name, "method": config.method,
                    "config": config.to_dict(), "model_config": self.model_config.to_dict()}
-        (self.run_dir / "summary.json").write_text(json.dumps(finite_json(summary), indent=1))
+        write_json(self.run_dir / "summary.json", finite_json(summary))
 
     def _train_loop(self) -> bool:
         """Run the remaining steps; True when stopped early by ``stop_after``."""
@@ -453,7 +455,15 @@ class Trainer:
 
 
 def train(config: TrainConfig, *, task: Any = None, resume: bool = False) -> TrainResult:
-    """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards."""
+    """Run :class:`Trainer` under torchrun or alone, leaving the process group afterwards.
+
+    Rank 0 holds ``output_dir`` while the run trains: another ``train`` there is refused
+    (:func:`~filterformer.training.directory_lock.directory_lock`)."""
+    with directory_lock(config.output_dir) if torchrun_rank() == 0 else nullcontext():
+        return _train(config, task, resume)
+
+
+def _train(config: TrainConfig, task: Any, resume: bool) -> TrainResult:
     context = setup_distributed(config.device)
     trainer = None
     try:

@@ -46,6 +46,7 @@ from ..model_building import build_model, resolve_model_config
 from ..optimization import build_optimizer, training_step
 from ..precision import grad_scaler, resolve_precision
 from ..run_config import TrainConfig, run_identity
+from ..run_files import CorruptRunFileError, read_json, write_json
 from .comparison_config import CompareConfig
 
 __all__ = [
@@ -177,8 +178,12 @@ def measure_cost(
                  for name in config.methods},
     }))
     if path.exists():
-        cached = json.loads(path.read_text())
-        if cached.get("key") == key:
+        try:
+            cached = read_json(path, recovery="the step times are measured again")
+        except CorruptRunFileError as error:
+            echo(f"cost: {error}")
+            cached = {}
+        if cached.get("key") == key and isinstance(cached.get("cost"), dict):
             echo(f"cost: paired step times reused from {path}")
             return cached["cost"]
     timer = timer or time_step
@@ -195,8 +200,7 @@ def measure_cost(
                 "step_time_s": dict(zip(config.methods, measured.median_s, strict=True)),
             }
     cost = {**settings, "seeds": seeds, "elapsed_s": time.perf_counter() - started}
-    config.output_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"key": key, "cost": cost}, indent=1))
+    write_json(path, {"key": key, "cost": cost})
     echo(f"cost: {len(config.methods)} methods' training steps alternated in "
          f"{config.cost_rounds} rounds per seed, {len(config.seeds)} seeds "
          f"({cost['elapsed_s']:.1f} s)")

@@ -5,7 +5,8 @@ A run's weights are a function of its configuration: the trainer seeds initialis
 dropout from the run's seed, and the data order is a function of (seed, epoch). A run trained in
 a worker therefore ends with the same weights, bit for bit, as in this process: workers are
 started with ``spawn`` (no state copied from this process, safe with CUDA and threads) and use
-this process's number of torch threads, on which the order of floating-point sums depends.
+this process's number of torch threads, on which the order of floating-point sums depends. A
+worker ends when this process dies, even when killed outright (:mod:`.parent_watch`).
 
 Workers receive the task itself, serialised once here and loaded once by each worker when it
 starts (not once per run). Loading it again from the config in each worker would repeat its
@@ -26,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import multiprocessing
 import os
 import pickle
@@ -46,8 +46,10 @@ from ..divergence import TrainingDiverged
 from ..model_building import ModelConfig
 from ..progress import RunsProgress
 from ..run_config import TrainConfig, run_identity
+from ..run_files import CorruptRunFileError, read_json
 from ..trainer import Trainer
 from .comparison_config import CompareConfig
+from .parent_watch import end_with_parent
 
 __all__ = [
     "FinishedRun",
@@ -134,6 +136,11 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+#: What becomes of a run whose ``summary.json`` cannot be read.
+SUMMARY_RECOVERY = ("the comparison resumes the run from its last checkpoint (or trains it "
+                    "again) to write it anew")
+
+
 def default_jobs(device: str, threads: int) -> int:
     """Runs that fit the machine at once: one per ``threads`` CPU cores, at least one; one when
     the runs train on a GPU (they would share it, and their timings would mix).
@@ -151,12 +158,16 @@ def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
     """A finished run's summary when it was trained with ``config``; None when unfinished.
 
     Raises:
+        CorruptRunFileError: naming the run's ``summary.json`` when it cannot be read (the
+            comparison then finishes the run again: :func:`train_runs`).
         ValueError: when the run directory holds a run trained with another configuration.
     """
     path = Path(config.output_dir) / "summary.json"
     if not path.exists():
         return None
-    summary = json.loads(path.read_text())
+    summary = read_json(path, recovery=SUMMARY_RECOVERY)
+    if not isinstance(summary.get("config"), dict):
+        raise CorruptRunFileError(path, "it holds no run configuration", SUMMARY_RECOVERY)
     check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
     return summary
 
@@ -181,7 +192,8 @@ def train_runs(
             calls this under ``if __name__ == "__main__":``, as each worker imports it); None
             picks :func:`default_jobs`.
         echo: where the line of each finished run goes (``[done/total]``, its test metric, its
-            wall time and the estimated time left), in the order the runs finish.
+            wall time and the estimated time left), in the order the runs finish, and a line
+            for each run whose ``summary.json`` is damaged (that run is finished again).
 
     Returns:
         Every run, finished, in the order of ``config`` (methods, then seeds), whatever the
@@ -212,7 +224,11 @@ def train_runs(
     pending = []
     for method, seed in order:
         run_config = config.run_config(method, seed)
-        summary = finished_summary(run_config)
+        try:
+            summary = finished_summary(run_config)
+        except CorruptRunFileError as error:
+            echo(f"{method} seed {seed}: {error}")
+            summary = None
         if summary is not None:
             finish(FinishedRun(method, seed, summary, "reused", None))
             continue
@@ -277,8 +293,9 @@ def task_from_bytes(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=False)
 
 
-def _start_worker(task_bytes: bytes, threads: int) -> None:
+def _start_worker(task_bytes: bytes, threads: int, parent_pid: int) -> None:
     global _worker_task
+    end_with_parent(parent_pid)  # a killed comparison must not leave its runs training
     torch.set_num_threads(threads)
     _worker_task = task_from_bytes(task_bytes)
 
@@ -302,7 +319,8 @@ def _train_in_workers(
     failures: list[tuple[PlannedRun, BaseException]] = []
     died = RuntimeError("a worker process died abruptly (killed, or out of memory?)")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(task_bytes, threads))
+                               initializer=_start_worker,
+                               initargs=(task_bytes, threads, os.getpid()))
     try:
         futures = {pool.submit(_train_in_worker, run): run for run in pending}
         for future in as_completed(futures):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..run_files import write_text
 from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
@@ -326,5 +327,5 @@ def render_report(
 </html>
 """
     path = Path(path)
-    path.write_text(page, encoding="utf-8")
+    write_text(path, page)
     return path

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import json
+import io
 from collections.abc import Mapping
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -11,6 +11,7 @@ from typing import Any
 
 from ...diagnostics import DiagnosticsReport
 from ...jsonsafe import finite_json
+from ..run_files import write_json, write_text
 from .figures import comparison_figures
 from .html_report import render_report
 from .statistics import PairedDifference, compared_metrics
@@ -53,11 +54,12 @@ def write_results(
     figures = comparison_figures(reports, results["summary"], results["metric"], directory)
     results = finite_json({**results, "figures": [asdict(f) for f in figures],
                        "diagnostics": {m: r.to_dict() for m, r in reports.items()}})
-    (directory / "results.json").write_text(json.dumps(results, indent=1))
+    write_json(directory / "results.json", results)
     rows = [table_row(row, results["metric"]) for row in results["summary"]]
-    with open(directory / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(directory / "results.csv", table.getvalue())
     render_report(results, figures, directory / "report.html")
     return results

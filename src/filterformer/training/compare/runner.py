@@ -15,7 +15,8 @@ checkpoint tested, and its over-smoothing measured on the validation split with
 The runs train one after another, or ``jobs`` at a time in worker processes, with the same
 results (:mod:`.execution`); the diagnostics, the summary and the files are made here once every
 run has finished. Re-running with the same output directory skips finished runs and resumes
-stopped ones, so an interrupted comparison continues where it stopped.
+stopped ones, so an interrupted comparison continues where it stopped. One comparison at a
+time writes in a directory: a second is refused, naming the first's process.
 
 A run that diverged (a non-finite loss or gradient) is kept in ``runs`` with its step and reason
 under ``diverged`` and every measured figure None; no statistic, diagnostic or figure uses it,
@@ -32,13 +33,13 @@ from typing import Any
 
 import torch
 
-from ...checks import check_writable_directory
 from ...data.task import GRAPH_KINDS
 from ...diagnostics import DiagnosticsReport, diagnose
 from ...models.pretrained_classifier import PretrainedClassifier
 from ...provenance import provenance
 from ..batches import evaluation_batches, make_loader
 from ..checkpoint import load_checkpoint, load_model_state
+from ..directory_lock import directory_lock
 from ..evaluation import MODEL_SELECTION
 from ..model_building import (
     build_model,
@@ -48,6 +49,7 @@ from ..model_building import (
     resolve_model_config,
 )
 from ..run_config import TrainConfig
+from ..run_files import CorruptRunFileError, read_json, write_json
 from .comparison_config import CompareConfig
 from .cost import measure_cost, with_step_times
 from .execution import train_runs
@@ -68,11 +70,30 @@ def _environment(device: str) -> dict[str, Any]:
     }
 
 
-def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> DiagnosticsReport:
-    """The run's diagnostics (computed once from its best checkpoint, then read back)."""
+#: What becomes of a run's ``diagnostics.json`` that cannot be read.
+DIAGNOSTICS_RECOVERY = "it is computed again from the run's best checkpoint"
+
+
+def _read_diagnostics(path: Path) -> DiagnosticsReport:
+    """A run's ``diagnostics.json``; CorruptRunFileError naming it when it cannot be read."""
+    data = read_json(path, recovery=DIAGNOSTICS_RECOVERY)
+    try:
+        return DiagnosticsReport.from_dict(data)
+    except (TypeError, ValueError) as err:
+        raise CorruptRunFileError(path, f"{type(err).__name__}: {err}",
+                                  DIAGNOSTICS_RECOVERY) from None
+
+
+def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str,
+                 echo: Callable[[str], None]) -> DiagnosticsReport:
+    """The run's diagnostics (computed once from its best checkpoint, then read back; computed
+    again, with a line to ``echo``, when the file is damaged)."""
     path = Path(config.output_dir) / "diagnostics.json"
     if path.exists():
-        return DiagnosticsReport.load(path)
+        try:
+            return _read_diagnostics(path)
+        except CorruptRunFileError as error:
+            echo(str(error))
     best = Path(config.output_dir) / "checkpoints" / "best.pt"
     state = load_checkpoint(best)
     model = build_model(model_config_from_dict(state["model_config"]), task, config.pooling)
@@ -92,7 +113,7 @@ def _diagnostics(config: TrainConfig, task: Any, batches: int, label: str) -> Di
         model = model.backbone
     with torch.random.fork_rng():
         report = diagnose(model, loader, label=label)
-    report.save(path)
+    write_json(path, report.to_dict())
     return report
 
 
@@ -158,10 +179,20 @@ def compare(
         ValueError: before any run, when ``output_dir`` is no directory files can be written
             under (:func:`~filterformer.checks.check_writable_directory`), or a method does not
             fit the task.
+        DirectoryInUseError: (a ValueError) before any run, when another process is writing
+            in ``output_dir`` (:func:`~filterformer.training.directory_lock.directory_lock`);
+            it is locked until this comparison ends.
     """
     started = time.perf_counter()
-    # Before the task loads and any run starts: an unusable comparison directory fails now.
-    check_writable_directory("output_dir", config.output_dir)
+    # Before the task loads and any run starts: an unusable comparison directory, or one
+    # another comparison is writing, fails now.
+    with directory_lock(config.output_dir, name="output_dir", command=command):
+        return _compare(config, task, echo, jobs, command, started)
+
+
+def _compare(config: CompareConfig, task: Any, echo: Callable[[str], None], jobs: int | None,
+             command: str | None, started: float) -> dict[str, Any]:
+    """:func:`compare` in its locked directory."""
     task = task if task is not None else load_task_data(config.base.task, config.base.task_options)
     # Every method must fit the task before any run starts; each is resolved once, here.
     model_configs = {method: resolve_model_config(config.run_config(method, config.seeds[0]), task)
@@ -173,7 +204,7 @@ def compare(
         report = None
         if not run.summary.get("diverged"):
             run_config = config.run_config(run.method, run.seed)
-            report = _diagnostics(run_config, task, config.diagnostics_batches, run.method)
+            report = _diagnostics(run_config, task, config.diagnostics_batches, run.method, echo)
             reports.setdefault(run.method, []).append(report)
         runs.append(_run_record(run.method, run.seed, run.summary, metric, report))
     cost = measure_cost(config, task, echo=echo)
