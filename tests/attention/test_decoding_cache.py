@@ -26,13 +26,31 @@ def test_buffers_grow_by_buckets_and_keep_every_position():
         spans.append(keys.shape[-2])
         helds.append(held)
         assert keys.shape[-2] == values.shape[-2] == cache.span
-        assert cache.capacity % bucket == 0 and cache.capacity >= held
+        # A prompt's tensors are kept as they are; buffers are bucketed from the next step on.
+        assert cache.capacity == held if len(spans) == 1 else cache.capacity % bucket == 0
+        assert cache.capacity >= held
         torch.testing.assert_close(keys[..., :held, :], torch.cat(written_k, dim=-2))
         torch.testing.assert_close(values[..., :held, :], torch.cat(written_v, dim=-2))
         assert not keys[..., held:, :].any() and not values[..., held:, :].any()  # zeros
     assert spans[0] == 5  # a prompt attends over exactly its keys
     # Every step after it attends over the whole buffer: the key length changes once a bucket.
     assert spans[1:] == [-(-held // bucket) * bucket for held in helds[1:]]
+
+
+def test_a_prompt_is_kept_without_a_copy_and_never_written_into():
+    cache = LayerCache(4)
+    k, v = _step(cache, 6)
+    keys, values = cache.append_kv(k, v)
+    power = torch.randn_like(v)
+    assert keys is k and values is v and cache.append_power(1, power) is power
+    originals = [t.clone() for t in (k, v, power)]
+    cache.crop(3)  # the next step writes at positions the prompt's tensors hold
+    k2, v2 = _step(cache, 1)
+    keys, values = cache.append_kv(k2, v2)
+    cache.append_power(1, torch.randn_like(v2))
+    for tensor, original in zip((k, v, power), originals, strict=True):
+        assert torch.equal(tensor, original)
+    torch.testing.assert_close(keys[..., :4, :], torch.cat([k[..., :3, :], k2], dim=-2))
 
 
 def test_signals_live_in_the_same_buffers():
@@ -60,7 +78,8 @@ def test_crop_and_map_tensors_follow_positions_and_rows():
     for layer in cache.layers:
         layer.append_kv(k, v)
     cache.crop(4)
-    assert cache.length == 4 and all(layer.capacity == 8 for layer in cache.layers)
+    # The prompt's own tensors, 6 positions (bucketed only when a later step grows them).
+    assert cache.length == 4 and all(layer.capacity == 6 for layer in cache.layers)
     rows = torch.tensor([1, 1, 0])
     cache.map_tensors(lambda t: t.index_select(0, rows))
     new_k, new_v = torch.randn(3, 3, 1, 4), torch.randn(3, 3, 1, 4)

@@ -53,6 +53,9 @@ class LayerCache:
         #: positions every buffer has room for.
         self.capacity = 0
         self._buffers: dict[str, Tensor] = {}
+        #: buffers that are the first step's own tensors (kept without a copy), copied before a
+        #: later step writes into them.
+        self._borrowed: set[str] = set()
 
     @property
     def span(self) -> int:
@@ -95,12 +98,18 @@ class LayerCache:
             self.crop(self.capacity)
 
     def _advance(self, new: int) -> None:
-        """Hold ``new`` more positions, growing the buffers to the next bucket if needed."""
+        """Hold ``new`` more positions, growing the buffers to the next bucket if needed.
+
+        A step without a past (a prompt, or a training pass through a patched model) keeps its
+        tensors as they are: the buffers are bucketed only once a later step appends."""
         self.offset, self.length = self.length, self.length + new
-        if self.length > self.capacity:
+        if not self._buffers:
+            self.capacity = self.length
+        elif self.length > self.capacity:
             self.capacity = -(-self.length // self.bucket) * self.bucket
             self._buffers = {name: _grown(buffer, self.capacity)
                              for name, buffer in self._buffers.items()}
+            self._borrowed.clear()
 
     def _write(self, name: str, value: Tensor) -> Tensor:
         if value.shape[-2] != self.length - self.offset:
@@ -109,6 +118,10 @@ class LayerCache:
                 f" from {self.offset}); got {value.shape[-2]}: append the step's keys first"
             )
         buffer = self._buffers.get(name)
+        if buffer is None and self.offset == 0 and value.shape[-2] == self.capacity:
+            self._buffers[name] = value
+            self._borrowed.add(name)
+            return value
         if buffer is None:
             buffer = value.new_zeros(*value.shape[:-2], self.capacity, value.shape[-1])
         elif (buffer.shape[:-2], buffer.shape[-1], buffer.dtype, buffer.device) != (
@@ -121,12 +134,15 @@ class LayerCache:
                 f"{value.dtype} on {value.device}: decode with the batch and model it was "
                 "filled with (reorder or select rows with map_tensors), or start a new cache"
             )
-        if buffer.requires_grad or value.requires_grad or (
-            buffer.is_inference() and not torch.is_inference_mode_enabled()
+        if name in self._borrowed or buffer.requires_grad or value.requires_grad or (
+            not torch.compiler.is_compiling()  # inference tensors cannot be traced
+            and buffer.is_inference() and not torch.is_inference_mode_enabled()
         ):
-            # Earlier steps' graphs hold the buffer (writing it in place would break them), or
-            # it was filled under inference mode, which only allows writing it there.
+            # The buffer is a step's own tensor, earlier steps' graphs hold it (writing it in
+            # place would break them), or it was filled under inference mode, which only allows
+            # writing it there.
             buffer = buffer.clone()
+            self._borrowed.discard(name)
         buffer[..., self.offset : self.length, :] = value
         self._buffers[name] = buffer
         return buffer[..., : self.span, :]
