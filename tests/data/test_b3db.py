@@ -168,7 +168,7 @@ def test_malformed_tables_name_the_file_and_line(tmp_path):
     row = int(torch.randint(0, len(classes), ()))
     classes[row] = "maybe"
     _write_classes(bad_cell, READABLE[: len(classes)], classes)
-    with pytest.raises(ValueError, match=rf"{bad_cell} line {row + 2}: BBB\+/BBB- column holds "
+    with pytest.raises(ValueError, match=rf"{bad_cell}: line {row + 2}: BBB\+/BBB- column holds "
                                          "'maybe'"):
         read_b3db(bad_cell)
     with pytest.raises(FileNotFoundError, match=r"B3DB table \(task option path\) .*absent"):

@@ -107,7 +107,7 @@ def read_b3db(
         try:
             rows.append(((record["SMILES"] or "").strip(), _target(record[column] or "", column)))
         except ValueError as err:
-            raise ValueError(f"{path} line {reader.line_num}: {err}") from None
+            raise ValueError(f"{path}: line {reader.line_num}: {err}") from None
     return rows
 
 
