@@ -15,6 +15,7 @@ from torch import nn
 from ..data.task import GRAPH_KINDS
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
 from ..models.graph_bridge import GraphBridgeClassifier, GraphBridgeRegressor
+from .model_size import check_model_size
 from .pretrained import PretrainedModelConfig, build_pretrained, resolve_pretrained
 from .run_config import TrainConfig
 
@@ -84,9 +85,14 @@ def build_model(model_config: ModelConfig, task: Any, pooling: str = "mean") -> 
         task: the ``TaskData`` (its kind, classes or target scale and, for graphs, feature
             widths).
         pooling: how a classifier pools its tokens (:data:`filterformer.nn.POOLINGS`).
+
+    Raises:
+        ValueError: for a model too large to train on this machine
+            (:func:`~filterformer.training.model_size.check_model_size`), before allocating it.
     """
     if isinstance(model_config, PretrainedModelConfig):
         return build_pretrained(model_config, pooling)
+    check_model_size(model_config)
     if task.kind == "language_modeling":
         return CausalLM(model_config)
     if task.kind in GRAPH_KINDS:
