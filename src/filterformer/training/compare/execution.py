@@ -152,6 +152,9 @@ def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
     if not path.exists():
         return None
     summary = json.loads(path.read_text())
+    if not isinstance(summary, dict) or not isinstance(summary.get("config"), dict):
+        raise ValueError(f"{path} is not a run summary (a JSON object with the run's config); "
+                         "delete it to train that run again")
     check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
     return summary
 
