@@ -106,6 +106,8 @@ def _set_nested(config: dict, key: str, value) -> None:
 @example(pairs=[("model.dim", "1e9")], through_file=False)
 @example(pairs=[("optimizer.lr", ".inf")], through_file=False)
 @example(pairs=[("model.attention_layers", "[a, b]")], through_file=True)
+@example(pairs=[("task_options.max_len", ":")], through_file=False)
+@example(pairs=[("model.mlp_ratio", "1e308")], through_file=True)
 @budget(1.0)
 def test_every_config_trains_or_is_refused_by_name(tmp_path_factory, capsys, pairs,
                                                    through_file):
