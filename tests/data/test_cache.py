@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from filterformer.data.cache import (
     CACHE_ENV_VAR,
@@ -57,3 +58,29 @@ def test_failed_write_leaves_nothing_behind(tmp_path):
 def test_cache_key_depends_on_every_parameter():
     assert cache_key(a=1, b=2) == cache_key(b=2, a=1)
     assert cache_key(a=1, b=2) != cache_key(a=1, b=3)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "empty"])
+def test_a_damaged_cache_file_is_created_again_with_a_warning(tmp_path, damage):
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, ())))
+    arrays = {"a": rng.normal(size=(int(rng.integers(50, 200)), 8)), "b": rng.integers(0, 9, 30)}
+    path = tmp_path / "data.npz"
+    cached_arrays(path, lambda: arrays)
+    data = path.read_bytes()
+    cut = int(rng.integers(1, len(data) - 1))
+    noise = bytes(rng.integers(0, 256, 64, dtype=np.uint8))
+    path.write_bytes({"truncate": data[:cut], "empty": b"", "garble": data[:cut] + noise}[damage])
+    calls = []
+
+    def create():
+        calls.append(1)
+        return arrays
+
+    with pytest.warns(UserWarning, match=rf"the cached data {path} is damaged .*creating it again"):
+        again = cached_arrays(path, create)
+    assert calls == [1]
+    for name in arrays:
+        np.testing.assert_array_equal(again[name], arrays[name])
+    stored = cached_arrays(path, create)  # the file was replaced by a whole one
+    assert calls == [1]
+    np.testing.assert_array_equal(stored["a"], arrays["a"])

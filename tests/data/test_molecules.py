@@ -70,8 +70,10 @@ def test_b3db_fixture_loads_as_graph_batches(tmp_path):
     path = tmp_path / "b3db.tsv"
     path.write_text("\n".join(lines) + "\n")
     assert read_b3db(path) == [(s, int(y == "BBB+")) for s, y in rows]
-    task = load_task("b3db", path=path, cache_dir=tmp_path, validation_fraction=0.2,
-                     test_fraction=0.2)
+    options = dict(path=path, cache_dir=tmp_path, validation_fraction=0.2, test_fraction=0.2,
+                   max_unreadable_fraction=0.1)  # 1 of 11 rows is unreadable
+    with pytest.warns(UserWarning, match=r"1 of 11 rows \(9\.1%\)"):
+        task = load_task("b3db", **options)
     assert task.metadata["unreadable_smiles"] == ["C1CC("]
     graphs = [split[i] for split in (task.train, task.validation, task.test)
               for i in range(len(split))]
@@ -80,8 +82,8 @@ def test_b3db_fixture_loads_as_graph_batches(tmp_path):
     assert isinstance(batch, GraphBatch) and batch.labels.dtype == torch.long
     assert batch.node_mask.sum().item() == sum(g.num_nodes for g in graphs)
     assert task.max_len == max(g.num_nodes + g.num_edges for g in graphs)
-    cached = load_task("b3db", path=path, cache_dir=tmp_path, validation_fraction=0.2,
-                       test_fraction=0.2)
+    with pytest.warns(UserWarning, match="1 of 11 rows"):
+        cached = load_task("b3db", **options)
     assert torch.equal(cached.train[0].node_features, task.train[0].node_features)
 
 

@@ -7,6 +7,7 @@ import io
 import tarfile
 
 import pytest
+import torch
 
 from filterformer.data import MissingSourceError, load_task, read_movie_snippets
 from filterformer.data.sentiment import minilm_tokenizer_path
@@ -107,3 +108,19 @@ def test_real_wordpiece_task_keeps_every_sentence_whole():
     task = load_task("sentiment")
     assert len(task.train) + len(task.validation) + len(task.test) == 10568
     assert task.max_len < 128  # no sentence needed truncating
+
+
+def test_a_sentences_file_that_is_missing_or_malformed_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=rf"task option path\) {tmp_path} is not a file"):
+        read_movie_snippets(tmp_path)
+    path = tmp_path / "snippets.txt"
+    bad = str(torch.randint(2, 6, ()).item())
+    lines = [f"{i}\t{torch.randn(()).item():.3f}\tsentence {i}" for i in range(1, 6)]
+    lines[int(bad) - 1] = f"{bad}\tinf\tsentence"
+    path.write_text("\r".join(lines) + "\r")
+    with pytest.raises(ValueError, match=rf"{path}: line {bad} is not '<id>\\t<finite rating>"):
+        read_movie_snippets(path)
+    lines[int(bad) - 1] = f"{bad} no tabs"
+    path.write_text("\r".join(lines) + "\r")
+    with pytest.raises(ValueError, match=rf"{path}: line {bad} is not"):
+        read_movie_snippets(path)

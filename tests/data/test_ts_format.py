@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from filterformer.data import parse_ts, read_ts
 
@@ -66,3 +67,19 @@ def test_shorter_channel_is_padded_with_missing_values():
 def test_malformed_files_are_rejected(text, message):
     with pytest.raises(ValueError, match=message):
         parse_ts(text)
+
+
+@pytest.mark.parametrize("bad", ["inf", "-Infinity", "1e400", "abc"])
+def test_values_that_are_not_finite_numbers_name_their_line(tmp_path, bad):
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, ())))
+    series = [rng.normal(size=(int(rng.integers(2, 6)), 2)) for _ in range(5)]
+    path = tmp_path / "x.ts"
+    write_ts(path, series, ["a"] * 5, ["a"])
+    lines = path.read_text().splitlines()
+    line = len(lines) - 5 + int(rng.integers(0, 5))
+    lines[line] = f"{bad}," + lines[line]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=rf"{path}: line {line + 1}: value '{bad}' is not "):
+        read_ts(path)
+    with pytest.raises(ValueError, match=r"value '2\.5' is not a number of magnitude <= 2"):
+        parse_ts("@data\n1,2.5\n", max_magnitude=2.0)

@@ -81,3 +81,54 @@ def test_missing_japanese_vowels_says_how_to_fetch_it(tmp_path, monkeypatch):
     monkeypatch.setattr(uea_module, "find_package_dir", lambda name: None)
     with pytest.raises(MissingSourceError, match=r"pip download --no-deps aeon==1\.6\.0"):
         load_task("uea", cache_dir=tmp_path)
+
+
+# -- files the loader refuses, naming the file (and line) -----------------------------------
+
+HEADER_LINES = 9  # write_ts's comment and header lines, @data included
+
+
+@pytest.mark.parametrize("bad", ["inf", "-inf", "Infinity", "1e308", "-1e308", "4e38"])
+def test_values_that_are_not_finite_float32_name_the_file_and_line(tmp_path, bad):
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, ())))
+    make_archive(tmp_path, rng)
+    split = str(rng.choice(["TRAIN", "TEST"]))
+    path = tmp_path / "Toy" / f"Toy_{split}.ts"
+    lines = path.read_text().splitlines()
+    case = int(rng.integers(0, len(lines) - HEADER_LINES))
+    line = HEADER_LINES + case  # 0-based index of the case's line
+    channels = lines[line].split(":")
+    values = channels[0].split(",")
+    values[int(rng.integers(0, len(values)))] = bad
+    lines[line] = ":".join([",".join(values), *channels[1:]])
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=rf"{path}: line {line + 1}: value '{bad}' is not a "
+                                         r"number of magnitude <= 3\.403e\+38"):
+        load_task("uea", name="Toy", root=tmp_path)
+
+
+@pytest.mark.parametrize("split", ["TRAIN", "TEST"])
+def test_a_file_without_cases_is_refused_by_name(tmp_path, split):
+    make_archive(tmp_path, np.random.default_rng(int(torch.randint(0, 2**31, ()))))
+    path = tmp_path / "Toy" / f"Toy_{split}.ts"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:HEADER_LINES]) + "\n")
+    with pytest.raises(ValueError, match=rf"{path} holds no cases \(no line after @data\)"):
+        load_task("uea", name="Toy", root=tmp_path)
+
+
+def test_a_test_label_the_training_classes_lack_names_the_file_and_line(tmp_path):
+    rng = np.random.default_rng(int(torch.randint(0, 2**31, ())))
+    make_archive(tmp_path, rng)
+    path = tmp_path / "Toy" / "Toy_TEST.ts"
+    lines = path.read_text().splitlines()
+    lines[HEADER_LINES - 2] = "@classLabel true x y z"
+    cases = sorted(rng.choice(len(lines) - HEADER_LINES, size=int(rng.integers(1, 4)),
+                              replace=False))
+    for case in cases:
+        lines[HEADER_LINES + case] = lines[HEADER_LINES + case].rsplit(":", 1)[0] + ":z"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=rf"{path}: line {HEADER_LINES + cases[0] + 1}: label 'z' "
+                                         rf"is not among the training classes \['x', 'y'\] "
+                                         rf"\({len(cases)} test case"):
+        load_task("uea", name="Toy", root=tmp_path)

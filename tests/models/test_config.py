@@ -20,6 +20,9 @@ from filterformer.models import TransformerConfig
                                     r"use λ in \(0, 1\]"),
         ({"mlp_ratio": float("nan")}, "mlp_ratio must be a positive finite number"),
         ({"mlp_ratio": float("inf")}, "mlp_ratio must be a positive finite number"),
+        ({"mlp_ratio": 1e308}, r"mlp_ratio × dim is the MLP's inner width, a whole number from 1 "
+                               r"to 2\*\*63; got 1e\+308 × 128"),
+        ({"mlp_ratio": 1e-3}, r"mlp_ratio × dim .*; got 0\.001 × 128"),
         ({"norm_eps": 0.0}, "norm_eps must be a positive finite number"),
         ({"norm_eps": -1e-5}, "norm_eps must be a positive finite number"),
         ({"norm_eps": float("nan")}, "norm_eps must be a positive finite number"),

@@ -1,7 +1,8 @@
 """The ``filterformer`` command.
 
 Each sub-command is a module of this package with ``add_arguments(parser)`` and ``run(args)``;
-``COMMANDS`` lists them in the order ``--help`` shows them.
+``COMMANDS`` lists them in the order ``--help`` shows them. Every failure ends in one line,
+``filterformer COMMAND: error: ...``, and exit status 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import importlib
 import signal
 import sys
 import threading
+
+from .failures import command_warnings, describe_failure
 
 __all__ = ["main"]
 
@@ -22,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="filterformer",
         description="Self-attention as a graph filter: train, compare and diagnose Transformers.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="on a failure, show the Python traceback instead of a one-line error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"{__name__}.{name}")
@@ -48,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _exit_when_terminated) if in_main_thread else None
     try:
-        return int(args._module.run(args) or 0)
-    except ValueError as err:
-        print(f"filterformer {args.command}: error: {err}", file=sys.stderr)
+        with command_warnings(args.command):
+            return int(args._module.run(args) or 0)
+    except Exception as err:  # every failure: one line and exit 2 (SystemExit, Ctrl-C pass)
+        if args.debug:
+            raise
+        print(f"filterformer {args.command}: error: {describe_failure(err)}", file=sys.stderr)
         return 2
     finally:
         if in_main_thread:

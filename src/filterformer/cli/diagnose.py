@@ -80,10 +80,12 @@ def _load_model(kind: str, path: Path, seed: int, task: Any | None) -> Transform
     """The backbone of a training checkpoint, or a model of a config file seeded with ``seed``."""
     from ..training.checkpoint import load_backbone
     from ..training.config_files import load_transformer_config
+    from ..training.model_size import check_model_size
 
     if kind == "checkpoint":
         return load_backbone(path)
     config = load_transformer_config(path, task)
+    check_model_size(config, training=False)
     torch.manual_seed(seed)
     return Transformer(config)
 

@@ -12,6 +12,8 @@ import json
 import os
 import re
 import tempfile
+import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,10 +98,18 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 def cached_arrays(
     path: Path, create: Callable[[], dict[str, np.ndarray]]
 ) -> dict[str, np.ndarray]:
-    """Load the arrays stored at ``path`` (``.npz``), creating and storing them on first use."""
-    if path.exists():
-        with np.load(path, allow_pickle=False) as stored:
-            return {name: stored[name] for name in stored.files}
+    """Load the arrays stored at ``path`` (``.npz``), creating and storing them on first use.
+
+    A stored file that cannot be read back (truncated by a full disk, damaged) is only a cache:
+    it is created again and replaced, with a warning naming it.
+    """
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as stored:
+                return {name: stored[name] for name in stored.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            warnings.warn(f"the cached data {path} is damaged ({type(err).__name__}: {err}); "
+                          "creating it again", stacklevel=2)
     arrays = create()
 
     def write(tmp: Path) -> None:

@@ -162,11 +162,14 @@ def _featurise(smiles: Sequence[str]) -> dict[str, np.ndarray]:
             atoms.append(codes[0])
             edges.append(codes[1])
             bonds.append(codes[2])
+    # An empty part keeps each array's shape when no SMILES is readable.
+    no_atoms = np.zeros((0, len(_NODE_GROUPS)), dtype=np.int64)
+    no_bonds = np.zeros((0, len(_EDGE_GROUPS)), dtype=np.int64)
     return {
-        "atoms": np.concatenate(atoms),
+        "atoms": np.concatenate([*atoms, no_atoms]),
         "atom_offsets": np.cumsum([0] + [len(a) for a in atoms]),
-        "edges": np.concatenate(edges, axis=1),
-        "bonds": np.concatenate(bonds),
+        "edges": np.concatenate([*edges, np.zeros((2, 0), dtype=np.int64)], axis=1),
+        "bonds": np.concatenate([*bonds, no_bonds]),
         "edge_offsets": np.cumsum([0] + [e.shape[1] for e in edges]),
         "unreadable": np.array(unreadable, dtype=np.int64),
     }

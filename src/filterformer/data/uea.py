@@ -8,7 +8,8 @@ importing them. Any other archive set is read from the user's copy in the archiv
 The archive has no validation split: it is carved from training with a fixed seed, stratified by
 class. Each channel is standardised with the mean and deviation of the carved training cases only;
 missing values become 0 (the training mean) after that. Unequal lengths are padded in batches and
-masked by ``padding_mask``.
+masked by ``padding_mask``. A file without cases, a value that is not finite or beyond float32's
+range, or a test label the training classes lack is refused, naming the file (and line).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = ["AEON_REQUIREMENT", "load_uea", "read_uea"]
 
 AEON_REQUIREMENT = "aeon==1.6.0"
 _PACKAGES_WITH_DATA = ("aeon", "sktime")  # both keep the files under datasets/data/<Name>/
+# The cases become float32 tensors: a larger value would be infinite there.
+_LARGEST_VALUE = float(np.finfo(np.float32).max)
 
 
 def _read_split_texts(
@@ -86,6 +89,22 @@ def _read_split_texts(
     )
 
 
+def _split_file(source: str, name: str, split: str) -> str:
+    """Where a split's file was read: ``<directory>/<name>_<split>.ts`` or ``<wheel>:<member>``."""
+    return f"{source}/{name}_{split}.ts"
+
+
+def _parse_split(text: str, where: str) -> TimeSeriesCases:
+    """One split's cases; every error names ``where`` and, for a case, its line."""
+    try:
+        cases = parse_ts(text, max_magnitude=_LARGEST_VALUE)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    if not cases.series:
+        raise ValueError(f"{where} holds no cases (no line after @data)")
+    return cases
+
+
 def read_uea(
     name: str = "JapaneseVowels",
     root: str | os.PathLike | None = None,
@@ -95,9 +114,14 @@ def read_uea(
 
     Returns:
         ``(train, test, source)``, ``source`` saying which directory or wheel was read.
+
+    Raises:
+        ValueError: naming the file (and line) when a split holds no cases, is not in the
+            ``.ts`` format, or holds a value that is not finite or beyond float32's range.
     """
     train_text, test_text, source = _read_split_texts(name, root, cache_dir)
-    return parse_ts(train_text), parse_ts(test_text), source
+    return (_parse_split(train_text, _split_file(source, name, "TRAIN")),
+            _parse_split(test_text, _split_file(source, name, "TEST")), source)
 
 
 def _channel_statistics(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -133,11 +157,19 @@ def load_uea(
         cache_dir: cache root, where a downloaded aeon wheel is looked for.
     """
     train_cases, test_cases, source = read_uea(name, root, cache_dir)
+    train_file, test_file = (_split_file(source, name, split) for split in ("TRAIN", "TEST"))
     if train_cases.num_channels != test_cases.num_channels:
-        raise ValueError(f"{name}: train has {train_cases.num_channels} channels, "
-                         f"test has {test_cases.num_channels}")
+        raise ValueError(f"{name}: {train_file} has {train_cases.num_channels} channels, "
+                         f"{test_file} has {test_cases.num_channels}")
     classes = train_cases.class_labels or sorted(set(train_cases.labels) | set(test_cases.labels))
     class_index = {label: i for i, label in enumerate(classes)}
+    unseen = [(line, label) for line, label in
+              zip(test_cases.line_numbers, test_cases.labels, strict=True)
+              if label not in class_index]
+    if unseen:
+        line, label = unseen[0]
+        raise ValueError(f"{test_file}: line {line}: label {label!r} is not among the training "
+                         f"classes {list(classes)} ({len(unseen)} test case(s) have such labels)")
     train_labels = np.array([class_index[label] for label in train_cases.labels])
     test_labels = np.array([class_index[label] for label in test_cases.labels])
     train_idx, validation_idx = carve_validation(

@@ -84,6 +84,9 @@ class TransformerConfig:
             check_probability(name, getattr(self, name))
         for name in ("mlp_ratio", "norm_eps"):
             check_positive(name, getattr(self, name))
+        if not 1 <= self.dim * self.mlp_ratio < 2**63:
+            raise ValueError(f"mlp_ratio × dim is the MLP's inner width, a whole number from 1 "
+                             f"to 2**63; got {self.mlp_ratio} × {self.dim}")
         check_choice("norm", self.norm, NORM_POSITIONS)
         check_choice("position", self.position, POSITIONS)
         if self.fusion is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +86,21 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+def load_checkpoint(
+    path: str | os.PathLike,
+    map_location: str | torch.device = "cpu",
+    required: Collection[str] = (),
+) -> dict:
     """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only).
 
+    Args:
+        path: the checkpoint file.
+        map_location: where its tensors are loaded.
+        required: the entries the caller reads; a checkpoint lacking any is refused.
+
     Raises:
-        ValueError: when the file is missing, corrupt, or not a filterformer checkpoint.
+        ValueError: when the file is missing, corrupt, not a filterformer checkpoint, or lacks
+            a ``required`` entry (naming the file and the entries).
     """
     path = Path(path)
     if not path.is_file():
@@ -108,6 +118,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
             f"checkpoint {path} is not a filterformer training checkpoint "
             f"(format {found!r}, expected {CHECKPOINT_FORMAT!r})"
         )
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise ValueError(f"checkpoint {path} lacks {', '.join(map(repr, missing))}; it is damaged "
+                         "or was not written by this version of filterformer")
     return state
 
 

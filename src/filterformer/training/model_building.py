@@ -8,6 +8,7 @@ model with its method patched in); :func:`build_model` builds either, and
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from torch import nn
@@ -15,6 +16,8 @@ from torch import nn
 from ..data.task import GRAPH_KINDS
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
 from ..models.graph_bridge import GraphBridgeClassifier, GraphBridgeRegressor
+from .config_values import check_value
+from .model_size import check_model_size
 from .pretrained import PretrainedModelConfig, build_pretrained, resolve_pretrained
 from .run_config import TrainConfig
 
@@ -84,9 +87,14 @@ def build_model(model_config: ModelConfig, task: Any, pooling: str = "mean") -> 
         task: the ``TaskData`` (its kind, classes or target scale and, for graphs, feature
             widths).
         pooling: how a classifier pools its tokens (:data:`filterformer.nn.POOLINGS`).
+
+    Raises:
+        ValueError: for a model too large to train on this machine
+            (:func:`~filterformer.training.model_size.check_model_size`), before allocating it.
     """
     if isinstance(model_config, PretrainedModelConfig):
         return build_pretrained(model_config, pooling)
+    check_model_size(model_config)
     if task.kind == "language_modeling":
         return CausalLM(model_config)
     if task.kind in GRAPH_KINDS:
@@ -121,12 +129,21 @@ def load_task_data(name: str, options: dict[str, Any]) -> Any:
     """``filterformer.data.load_task(name, **options)``: a ``TaskData``.
 
     Raises:
-        ValueError: for an unknown task or option (from the data package, listing the valid ones).
+        ValueError: for an unknown task or option (from the data package, listing the valid
+            ones), or an option of the wrong type (``task_options.<option> must be ...``).
     """
     # Imported on use: the data package pulls in its sources only when a run needs them.
     from ..data import load_task
+    from ..data.task_registry import task_option_hints
 
-    return load_task(name, **options)
+    hints = task_option_hints(name)
+    checked = {
+        # A path given from Python is as good as its text.
+        key: value if isinstance(value, os.PathLike) else
+        check_value(value, hints.get(key, Any), f"task_options.{key}")
+        for key, value in options.items()
+    }
+    return load_task(name, **checked)
 
 
 def describe_task(task: Any) -> dict[str, Any]:

@@ -76,6 +76,11 @@ from .training_cost import TrainingCost
 
 __all__ = ["TrainResult", "Trainer", "train"]
 
+# What reading a checkpoint back takes: every checkpoint's model, a resumed one's training state.
+_MODEL_ENTRIES = ("config", "model_config", "model")
+_TRAINING_ENTRIES = ("optimizer", "scheduler", "scaler", "step", "epoch", "epoch_step", "best",
+                     "pending", "rng")
+
 
 @dataclass
 class TrainResult:
@@ -239,11 +244,11 @@ class Trainer:
             "cost": self.cost.to_state(),
         })
 
-    def _read(self, path: Path) -> dict[str, Any]:
+    def _read(self, path: Path, required: tuple[str, ...] = _MODEL_ENTRIES) -> dict[str, Any]:
         """Rank 0 reads a checkpoint and checks it; every process gets it."""
         state = None
         if self.context.is_main:
-            state = load_checkpoint(path)
+            state = load_checkpoint(path, required=required)
             check_same_config(run_identity(state["config"]), run_identity(self.config.to_dict()),
                               path)
             check_same_config(state["model_config"], self.model_config.to_dict(), path, "model.")
@@ -254,7 +259,7 @@ class Trainer:
     def _resume(self) -> None:
         if self.context.is_main and not self.last_path.exists():
             raise ValueError(f"cannot resume: {self.last_path} does not exist")
-        state = self._read(self.last_path)
+        state = self._read(self.last_path, _MODEL_ENTRIES + _TRAINING_ENTRIES)
         try:
             self.optimizer.load_state_dict(state["optimizer"])
             self.scheduler.load_state_dict(state["scheduler"])
