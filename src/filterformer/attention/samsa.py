@@ -155,9 +155,11 @@ class SamplingAttention(AttentionBase):
         support = support.to(k.dtype).expand(k.shape[0], -1, -1, -1)
 
         def rows(index: Tensor) -> Tensor:
+            supports = gather_rows(support, (index - length).clamp(min=0))
+            if length == 0:  # no tokens (N = 0): every candidate is a support token
+                return supports
             token_index = index.clamp(max=length - 1)
             tokens = torch.cat([gather_rows(k, token_index), gather_rows(v, token_index)], dim=-1)
-            supports = gather_rows(support, (index - length).clamp(min=0))
             return torch.where((index < length).unsqueeze(-1), tokens, supports)
 
         return rows
