@@ -320,7 +320,7 @@ def test_a_failed_run_is_named_without_a_traceback(tmp_path, capsys):
     broken.write_bytes(bytes(np.random.default_rng().integers(0, 256, 64, dtype=np.uint8)))
     argv = ["compare", "--config", str(budget), "--methods", "softmax", "gfsa", "--seeds", "0",
             "--output-dir", str(out), "--jobs", "1", "--quiet"]
-    assert main(argv) == 1
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert "run gfsa seed 0 failed" in err or "run gfsa" in err
     assert str(broken.parent.parent) in err and "corrupt" in err

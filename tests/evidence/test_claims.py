@@ -144,3 +144,18 @@ def test_the_documented_example_is_a_valid_claims_file():
     (claim,) = parse_claims(yaml.safe_load(block))
     assert claim.figure == ClaimFigure("file", file="figures/cosine_similarity.png")
     assert claim.tests[0].paper == "98.7 → 99.5"
+
+
+def test_a_key_given_twice_in_a_claim_is_refused_naming_the_file_and_lines(tmp_path):
+    claims = yaml.safe_load(Path(EXAMPLE).read_text())
+    text = yaml.safe_dump(claims, sort_keys=False)
+    first = text.index("\n  ", text.index("- id:")) + 1  # the first claim's second key
+    line = text[first : text.index("\n", first) + 1]
+    path = tmp_path / "claims.yaml"
+    path.write_text(text[:first] + line + text[first:])  # that key twice in a row
+    key = line.strip().split(":")[0]
+    number = text[:first].count("\n") + 1
+    with pytest.raises(ValueError, match=rf"claims file {path} .*key '{key}' is given twice, on "
+                                         rf"line {number} and on line {number + 1}"):
+        load_claims(path)
+    assert yaml.safe_load(path.read_text())  # YAML itself keeps the last value without a word

@@ -126,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         results = compare(config, jobs=args.jobs, echo=echo, command=command_line(args))
     except RunFailedError as err:  # a run's own failure: say which, without our traceback
-        print(f"filterformer compare: {err}", file=sys.stderr)
-        return 1
+        print(f"filterformer compare: error: {err}", file=sys.stderr)
+        return 2
     out = config.output_dir
     print(f"compared {len(results['methods'])} methods × {len(results['seeds'])} seeds in "
           f"{results['elapsed_s'] / 60:.1f} min")

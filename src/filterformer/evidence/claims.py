@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from ..training.config_files import load_yaml
 from .comparisons import compared_keys
 from .verdicts import EXPECTATIONS
 
@@ -308,7 +309,7 @@ def load_claims(path: str | Path) -> list[Claim]:
         raise ValueError(f"claims file {path} " + ("is not a file" if path.exists()
                                                     else "does not exist"))
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise ValueError(f"claims file {path} is not UTF-8 text ({err.reason} at byte "
                          f"{err.start})") from None

@@ -34,6 +34,7 @@ __all__ = [
     "apply_overrides",
     "load_config",
     "load_transformer_config",
+    "load_yaml",
     "read_config_file",
     "save_config",
 ]
@@ -73,6 +74,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def load_yaml(text: str) -> Any:
+    """The plain data of YAML ``text`` (the safe loader: no tags that build objects), refusing a
+    mapping that gives a key twice.
+
+    Raises:
+        ValueError: naming the key and both lines, or yaml.YAMLError for text that is no YAML.
+    """
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+
+
 def read_config_file(
     path: str | os.PathLike, suffixes: Mapping[str, str] = CONFIG_SUFFIXES
 ) -> dict[str, Any]:
@@ -104,7 +115,7 @@ def read_config_file(
         elif kind == "json":
             data = json.loads(text)
         else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+            data = load_yaml(text)
     except (ValueError, yaml.YAMLError) as err:  # TOML's and JSON's decode errors are ValueErrors
         raise ValueError(f"cannot parse {kind.upper()} config {path}: {err}") from None
     data = {} if data is None else data
