@@ -9,8 +9,9 @@
   (``MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=2147483647`` for your own runs).
 - Time: ``torch.utils.benchmark.Timer.blocked_autorange`` (its block-size estimate warms up)
   times blocks of steps for at least ``repeats`` first steps or ``min_run_s``; the record holds
-  each block's mean step and their median. Its clock synchronises CUDA before each reading; on
-  the CPU the plain clock, so a CPU worker never touches a GPU it may see.
+  each block's mean step and their median. Its clock
+  (:func:`~filterformer.timing.synchronized_clock`) waits for CUDA before each reading where the
+  worker uses CUDA, and leaves a GPU alone in a CPU worker.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import gc
 import resource
 import sys
 import time
-import timeit
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +29,7 @@ import torch
 from torch.utils import benchmark
 
 from ..process_memory import peak_rise_mib, start_peak_window
+from ..timing import synchronized_clock
 from .method_table import PeerUnavailable, get_method
 from .records import BenchRecord
 from .step_cases import BenchCase, BenchShape
@@ -137,9 +138,9 @@ def measure_config(config: BenchConfig) -> BenchRecord:
         return make_record(config, skipped=f"one step took {first_s:.1f} s; {steps} steps exceed "
                            f"the per-configuration limit of {config.limit_s:g} s")
     heap = None if config.device == "cuda" else "reuse" if reuse_freed_memory() else "system"
-    threads, cuda = torch.get_num_threads(), config.device == "cuda"
-    clock = {} if cuda else {"timer": timeit.default_timer}  # benchmark's default synchronises
-    timer = benchmark.Timer("step()", globals={"step": case.step}, num_threads=threads, **clock)
+    threads = torch.get_num_threads()
+    timer = benchmark.Timer("step()", globals={"step": case.step}, num_threads=threads,
+                            timer=synchronized_clock)
     run_s = max(config.min_run_s, 0.9 * config.repeats * first_s)  # 0.9: whatever the noise
     measured = timer.blocked_autorange(min_run_time=run_s)
     return make_record(config, median_ms=measured.median * 1e3, peak_mb=peak, threads=threads,
