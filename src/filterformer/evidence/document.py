@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..training.run_files import write_text
 from .claim_section import claim_heading, claim_section
 from .claims import Claim, load_claims
 from .comparisons import load_comparison
@@ -202,7 +203,7 @@ def write_document(claims_path: str | Path = DEFAULT_CLAIMS,
     output_path = Path(output_path)
     try:
         output_path.parent.mkdir(parents=True, exist_ok=True)
-        output_path.write_text(evidence.markdown, encoding="utf-8")
+        write_text(output_path, evidence.markdown)  # atomically: never a half-written document
     except OSError as err:
         raise ValueError(f"the document {output_path} cannot be written: "
                          f"{err.strerror or err}") from None
