@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from filterformer.models import TransformerConfig
+from filterformer.models import CausalLM, TransformerConfig
 
 VOCAB = 23
 
@@ -32,3 +32,11 @@ def randomise_filters(model: torch.nn.Module) -> None:
                 coefficient = getattr(module, name, None)
                 if isinstance(coefficient, torch.Tensor):
                     coefficient.copy_(torch.randn_like(coefficient) * 0.5 + (name == "w1"))
+
+
+def causal_lm(kind: str) -> CausalLM:
+    """A float64 causal language model of ``KINDS[kind]`` in evaluation, its GFSA filters moved
+    away from the identity."""
+    model = CausalLM(config(causal=True, **KINDS[kind])).double().eval()
+    randomise_filters(model)
+    return model

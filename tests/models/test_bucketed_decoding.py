@@ -6,23 +6,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from filterformer.models import CausalLM
-
-from .helpers import KINDS, VOCAB, config, randomise_filters
+from .helpers import VOCAB, causal_lm
 
 BUCKET = 8
 METHODS = ["softmax", "gfsa", "gfsa_exact", "gfsa+neutreno"]
 
 
-def _model(kind: str) -> CausalLM:
-    model = CausalLM(config(causal=True, **KINDS[kind])).double().eval()
-    randomise_filters(model)
-    return model
-
 
 @pytest.mark.parametrize("kind", METHODS)
 def test_greedy_and_sampled_generation_across_buckets_equal_recomputation(kind):
-    model = _model(kind)
+    model = causal_lm(kind)
     prompt = torch.randint(0, VOCAB, (3, int(torch.randint(5, 12, ()))))
     new = 30  # crosses three or four bucket boundaries after the prompt
     cached = model.generate(prompt, new, cache_bucket=BUCKET)
@@ -60,7 +53,7 @@ def _beam_search(model, prompt, beams, steps, *, use_cache):
 
 @pytest.mark.parametrize("kind", METHODS)
 def test_beam_search_across_buckets_equals_recomputation(kind):
-    model = _model(kind)
+    model = causal_lm(kind)
     prompt = torch.randint(0, VOCAB, (1, 6))
     with torch.no_grad():
         cached = _beam_search(model, prompt, 4, 20, use_cache=True)
@@ -75,7 +68,7 @@ def test_beam_search_across_buckets_equals_recomputation(kind):
 def test_padded_blocks_across_buckets_equal_the_full_pass(kind):
     # Left padding over the past, blocks of several new tokens that straddle a boundary (their
     # causal mask sits at the cache's offset inside the buffer), then single tokens.
-    model = _model(kind)
+    model = causal_lm(kind)
     ids = torch.randint(0, VOCAB, (2, 29))
     mask = torch.ones(2, 29, dtype=torch.bool)
     mask[1, :5] = False
@@ -92,7 +85,7 @@ def test_padded_blocks_across_buckets_equal_the_full_pass(kind):
 
 
 def test_gradients_through_cached_steps_equal_the_full_pass():
-    model = _model("gfsa+neutreno").train(False)
+    model = causal_lm("gfsa+neutreno").train(False)
     ids = torch.randint(0, VOCAB, (2, 13))
     full = model(ids).logits.square().sum()
     want = torch.autograd.grad(full, list(model.parameters()))
@@ -106,7 +99,7 @@ def test_gradients_through_cached_steps_equal_the_full_pass():
 
 @pytest.mark.parametrize("kind", ["softmax", "gfsa"])
 def test_attention_sees_a_new_key_length_once_per_bucket(kind, monkeypatch):
-    model = _model(kind)
+    model = causal_lm(kind)
     key_lengths = []
     sdpa = F.scaled_dot_product_attention
 

@@ -5,18 +5,12 @@ import torch
 
 from filterformer.models import CausalLM, TransformerConfig
 
-from .helpers import KINDS, VOCAB, config, randomise_filters
-
-
-def _model(kind):
-    model = CausalLM(config(causal=True, **KINDS[kind])).double().eval()
-    randomise_filters(model)
-    return model
+from .helpers import KINDS, VOCAB, causal_lm, config
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_cached_decoding_equals_full_recomputation(kind):
-    model = _model(kind)
+    model = causal_lm(kind)
     ids = torch.randint(0, VOCAB, (2, 14))
     full = model(ids).logits
     cache = model.new_cache()
@@ -29,7 +23,7 @@ def test_cached_decoding_equals_full_recomputation(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_generate_with_cache_equals_without(kind):
-    model = _model(kind)
+    model = causal_lm(kind)
     prompt = torch.randint(0, VOCAB, (3, 4))
     cached = model.generate(prompt, 10)
     assert cached.shape == (3, 14) and torch.equal(cached[:, :4], prompt)
@@ -43,7 +37,7 @@ def test_generate_with_cache_equals_without(kind):
 
 
 def test_cached_decoding_with_padding_mask_over_the_past():
-    model = _model("gfsa+neutreno")
+    model = causal_lm("gfsa+neutreno")
     ids = torch.randint(0, VOCAB, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.bool)
     mask[1, :3] = False  # left padding
@@ -58,7 +52,7 @@ def test_cached_decoding_with_padding_mask_over_the_past():
 
 
 def test_loss_is_next_token_cross_entropy_ignoring_minus_100():
-    model = _model("softmax")
+    model = causal_lm("softmax")
     ids = torch.randint(0, VOCAB, (2, 6))
     labels = torch.randint(0, VOCAB, (2, 6))
     labels[0, :2] = -100
@@ -75,7 +69,7 @@ def test_causal_lm_rejects_bad_configs():
     with pytest.raises(ValueError, match="vocab_size"):
         CausalLM(config(causal=True, vocab_size=None, input_dim=3))
     with pytest.raises(ValueError, match="max_new_tokens"):
-        _model("softmax").generate(torch.zeros(1, 2, dtype=torch.long), -1)
+        causal_lm("softmax").generate(torch.zeros(1, 2, dtype=torch.long), -1)
 
 
 @pytest.mark.parametrize(
@@ -91,7 +85,7 @@ def test_causal_lm_rejects_bad_configs():
 def test_generate_names_a_bad_argument(options, needle):
     options = {"max_new_tokens": 2, **options}
     with pytest.raises(ValueError, match=needle):
-        _model("softmax").generate(torch.zeros(1, 2, dtype=torch.long), **options)
+        causal_lm("softmax").generate(torch.zeros(1, 2, dtype=torch.long), **options)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
