@@ -151,3 +151,40 @@ def test_attend_names_a_bad_dropout_rate(rate):
         attend(q, k, v, dropout_p=rate)
     with pytest.raises(ValueError, match="dropout_p"):  # even with nothing to drop
         attend(q[..., :0, :], k[..., :0, :], v[..., :0, :], dropout_p=rate)
+
+
+def _decoding_reference(q, k, v, padding=None, additive=None):
+    """Queries as the last positions of k: scores, masks written out, rows without keys 0."""
+    queries, held = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if additive is not None:
+        scores = scores + additive
+    allowed = torch.arange(held)[None, :] <= torch.arange(held - queries, held)[:, None]
+    if padding is not None:
+        allowed = allowed & padding[:, None, None, :]
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.nan_to_num(scores.softmax(-1), nan=0.0)
+    return weights @ v
+
+
+@pytest.mark.parametrize("queries", [1, 3])
+def test_a_decoding_step_ignores_the_keys_after_its_last_query(queries):
+    """A bucketed cache passes keys past the last query (unused positions, any finite values):
+    the result equals attention over the positions held, with their masks."""
+    b, h, d = 2, 3, 4
+    offset = int(torch.randint(2, 9, ()))
+    held, capacity = offset + queries, offset + queries + int(torch.randint(1, 6, ()))
+    q = torch.randn(b, h, queries, d, dtype=torch.float64)
+    k, v = (torch.randn(b, h, capacity, d, dtype=torch.float64) for _ in range(2))
+    k[..., held:, :], v[..., held:, :] = 1e6, -1e6  # unused positions: must not leak in
+    padding = torch.rand(b, capacity) > 0.3
+    padding[:, 0] = True
+    additive = torch.randn(b, 1, queries, capacity, dtype=torch.float64)
+    got = attend(q, k, v, key_padding_mask=padding, attn_mask=additive, is_causal=True,
+                 query_offset=offset)
+    want = _decoding_reference(q, k[..., :held, :], v[..., :held, :], padding[:, :held],
+                               additive[..., :held])
+    assert relative_error(got, want) < 1e-12
+    plain = attend(q, k, v, is_causal=True, query_offset=offset)
+    want = _decoding_reference(q, k[..., :held, :], v[..., :held, :])
+    assert relative_error(plain, want) < 1e-12

@@ -1,6 +1,7 @@
 """CausalLM decoding with the bucketed cache across many bucket boundaries equals decoding that
 recomputes the whole prefix every step (greedy, sampled, beams, padded blocks, gradients), and
-attention sees a new key length only once per bucket."""
+a decoding step attends over the positions held only, on the kernels that build nothing per
+shape."""
 
 import pytest
 import torch
@@ -98,19 +99,33 @@ def test_gradients_through_cached_steps_equal_the_full_pass():
 
 
 @pytest.mark.parametrize("kind", ["softmax", "gfsa"])
-def test_attention_sees_a_new_key_length_once_per_bucket(kind, monkeypatch):
-    model = causal_lm(kind)
-    key_lengths = []
-    sdpa = F.scaled_dot_product_attention
+def test_a_decoding_step_attends_over_the_positions_held_on_growing_key_kernels(
+    kind, monkeypatch
+):
+    from filterformer.functional import softmax as softmax_module
 
-    def spy(q, k, *args, **kwargs):
+    model = causal_lm(kind)
+    key_lengths, kernel_choices = [], []
+    sdpa = F.scaled_dot_product_attention
+    choose = softmax_module.growing_keys_kernels
+
+    def spy_sdpa(q, k, *args, **kwargs):
         if q.shape[-2] == 1:  # decoding steps
             key_lengths.append(k.shape[-2])
+            assert kwargs.get("attn_mask") is None  # nothing left to mask for one query
         return sdpa(q, k, *args, **kwargs)
 
-    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
-    prompt_len, new = 5, 27
+    def spy_choice(q, k):
+        kernel_choices.append((q.shape[-2], k.shape[-2]))
+        return choose(q, k)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy_sdpa)
+    monkeypatch.setattr(softmax_module, "growing_keys_kernels", spy_choice)
+    prompt_len, new = int(torch.randint(3, 9, ())), 27
     model.generate(torch.randint(0, VOCAB, (2, prompt_len)), new, cache_bucket=BUCKET)
-    # Steps hold 6 .. 31 positions (the last token generated is never fed back).
-    held = range(prompt_len + 1, prompt_len + new)
-    assert set(key_lengths) == {-(-n // BUCKET) * BUCKET for n in held} == {8, 16, 24, 32}
+    # Steps hold prompt + 1 .. prompt + new - 1 positions (the last token is never fed back);
+    # each layer attends once (softmax) or twice (GFSA's two passes) per step.
+    held = list(range(prompt_len + 1, prompt_len + new))
+    passes = model.config.depth * (1 if kind == "softmax" else 2)
+    assert key_lengths == [n for n in held for _ in range(passes)]
+    assert [c for c in kernel_choices if c[0] == 1] == [(1, n) for n in key_lengths]

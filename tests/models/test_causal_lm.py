@@ -1,7 +1,10 @@
 import math
+from collections import Counter
+from contextlib import nullcontext
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from filterformer.models import CausalLM, TransformerConfig
 
@@ -186,3 +189,42 @@ def test_generate_refuses_a_non_integer_or_negative_length():
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match=r"max_new_tokens must be an integer >= 0"):
             model.generate(torch.randint(0, VOCAB, (1, 3)), bad)
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts the aten operations run, and the casts of tensors of given shapes."""
+
+    def __init__(self, cast_shapes):
+        super().__init__()
+        self.ops, self.casts, self.cast_shapes = Counter(), Counter(), cast_shapes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        if func.overloadpacket.__name__ in ("_to_copy", "to") and tuple(
+            args[0].shape
+        ) in self.cast_shapes:
+            self.casts[tuple(args[0].shape)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("outer", [torch.inference_mode, torch.no_grad, nullcontext])
+def test_generation_casts_each_weight_once_and_checks_only_the_prompts_ids(outer):
+    model = CausalLM(config(causal=True, depth=2)).eval()
+    qkv_shape = tuple(model.transformer.blocks[0].attn.qkv.weight.shape)
+    prompt = torch.randint(0, VOCAB, (2, int(torch.randint(2, 6, ()))))
+    new = int(torch.randint(4, 9, ()))
+    with outer(), torch.autocast("cpu", torch.bfloat16), _OpCounter({qkv_shape}) as counter:
+        out = model.generate(prompt, new)
+    assert out.shape == (2, prompt.shape[1] + new)
+    # Each layer's qkv weight is cast to bfloat16 once, not once a token.
+    assert counter.casts[qkv_shape] == model.config.depth
+    # The range check reads ids on the host (a device sync a token on a GPU): prompt only.
+    assert counter.ops["aminmax"] == 1
+
+
+def test_generation_still_refuses_a_prompt_outside_the_vocabulary():
+    model = causal_lm("softmax")
+    prompt = torch.randint(0, VOCAB, (1, 4))
+    prompt[0, int(torch.randint(0, 4, ()))] = VOCAB
+    with pytest.raises(ValueError, match="vocab_size"):
+        model.generate(prompt, 3)

@@ -1,13 +1,11 @@
 """Key/value cache for incremental causal decoding, preallocated in buckets of positions.
 
-A cache that grew by one position a step would hand attention a new key length every token: on a
-GPU, cuDNN builds (and keeps) an execution plan per shape, so a first generation paid for one
-plan per token, and concatenating the past every step copied all of it again. Here every kept
-tensor lives in a buffer whose capacity is a multiple of ``bucket`` positions, written in place;
-a decoding step attends over the whole buffer with the unused positions masked (they come after
-every query: see :func:`~filterformer.functional.masks.causal_mask`), so the key length changes
-only when the buffer grows, once every ``bucket`` positions. Unused positions are zeros, or
-positions dropped by :meth:`LayerCache.crop`: finite values, which a masked key weighs by 0.
+A cache that grew by one position a step would concatenate the whole past every token. Here every
+kept tensor lives in a buffer whose capacity is a multiple of ``bucket`` positions, written in
+place; a decoding step hands attention the whole buffer with the offset of its first query, and
+attention reads only the positions held (see :func:`~filterformer.functional.attend`: the unused
+positions come after every query). Unused positions are zeros, or positions dropped by
+:meth:`LayerCache.crop`: finite values, never read.
 """
 
 from __future__ import annotations
@@ -21,8 +19,8 @@ from ..checks import check_integer
 
 __all__ = ["CACHE_BUCKET", "DecodingCache", "LayerCache"]
 
-#: Positions by which a cache's buffers grow (the default of ``bucket``): a new attention shape
-#: every 256 tokens, and at most 255 masked positions attended.
+#: Positions by which a cache's buffers grow (the default of ``bucket``): a copy of the past every
+#: 256 tokens, and at most 255 unused positions held.
 CACHE_BUCKET = 256
 
 

@@ -6,6 +6,8 @@ mask semantics (padding, causal, decoding offsets, rows that see no key) live in
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -13,6 +15,7 @@ from torch.torch_version import TorchVersion
 
 from ..checks import check_probability
 from .masks import check_qkv, revive_dead_rows, sdpa_mask
+from .sdpa_backends import growing_keys_kernels
 
 __all__ = ["attend", "attention_matrix", "repeat_heads"]
 
@@ -70,6 +73,22 @@ def _may_have_dead_rows(
     return offset < 0
 
 
+def _drop_unused_keys(
+    k: Tensor,
+    v: Tensor,
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    used: int,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """k, v and the masks over the first ``used`` keys only: those after the last causal query
+    (a bucketed decoding cache's unused positions) would only be masked."""
+    if attn_mask is not None and attn_mask.shape[-1] != 1:
+        attn_mask = attn_mask[..., :used]
+    if key_padding_mask is not None:
+        key_padding_mask = key_padding_mask[:, :used]
+    return k[..., :used, :], v[..., :used, :], attn_mask, key_padding_mask
+
+
 def attend(
     q: Tensor,
     k: Tensor,
@@ -96,8 +115,10 @@ def attend(
         dropout_p: dropout on the attention probabilities, in ``[0, 1)``.
         scale: score scale; ``1/sqrt(d)`` when None.
         query_offset: with ``is_causal``, the key position of the first query (a bucketed
-            decoding cache: keys after the last query's position are unused and masked);
-            ``S - L`` when None.
+            decoding cache: keys after the last query's position are unused, and left out);
+            ``S - L`` when None. A call with an offset is a decoding step: its key length
+            changes every token, so on CUDA it runs on the kernels that build nothing per shape
+            (:func:`~filterformer.functional.sdpa_backends.growing_keys_kernels`).
 
     Returns:
         ``(B, h, L, d_v)``, the same as with k and v repeated to h heads. Rows in which every key
@@ -109,6 +130,12 @@ def attend(
     """
     check_qkv(q, k, v, grouped=True)
     check_probability("dropout_p", dropout_p)
+    decoding = is_causal and query_offset is not None
+    if decoding and query_offset + q.shape[-2] < k.shape[-2]:
+        k, v, attn_mask, key_padding_mask = _drop_unused_keys(
+            k, v, attn_mask, key_padding_mask, query_offset + q.shape[-2]
+        )
+        query_offset = None  # the queries are now the last ones: SDPA's own alignment
     mask, is_causal = _fold_masks(
         q, k, attn_mask, key_padding_mask, is_causal, query_offset=query_offset
     )
@@ -122,9 +149,11 @@ def attend(
             grouped["enable_gqa"] = True
         else:
             k, v = repeat_heads(k, heads), repeat_heads(v, heads)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **grouped
-    )
+    with growing_keys_kernels(q, k) if decoding else nullcontext():
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+            **grouped,
+        )
     if dead is not None:
         out = out.masked_fill(dead, 0.0)
     return out

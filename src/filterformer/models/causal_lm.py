@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -11,6 +12,7 @@ from torch import Tensor, nn
 
 from ..attention import DecodingCache
 from ..checks import check_integer
+from ..nn.embeddings import ids_chosen_by_the_model
 from .config import TransformerConfig
 from .transformer import Transformer
 
@@ -138,9 +140,8 @@ class CausalLM(nn.Module):
                 them all (Hugging Face's meaning), and values above the vocabulary keep them all.
             use_cache: decode with a key/value cache.
             generator: the random generator of the sampling.
-            cache_bucket: positions by which the cache's buffers grow (the key length attention
-                sees changes once per bucket); :data:`~filterformer.attention.CACHE_BUCKET` when
-                None.
+            cache_bucket: positions by which the cache's buffers grow (the past is copied once
+                per bucket); :data:`~filterformer.attention.CACHE_BUCKET` when None.
 
         Raises:
             ValueError: for a negative or non-integer ``max_new_tokens`` or ``top_k``, or a
@@ -158,13 +159,18 @@ class CausalLM(nn.Module):
             raise ValueError(
                 f"temperature must be a finite number > 0 when sampling; got {temperature!r}"
             )
-        cache = self.new_cache(cache_bucket) if use_cache else None
-        tokens, step_input = input_ids, input_ids
-        for _ in range(max_new_tokens):
-            logits = self(step_input, cache=cache).logits[:, -1]
-            next_token = self._choose(logits, do_sample, temperature, top_k, generator)
-            tokens = torch.cat([tokens, next_token], dim=1)
-            step_input = next_token if use_cache else tokens
+        # Outside inference mode, autocast casts each weight once per generation instead of
+        # once per token (it keeps no casts of inference-mode tensors).
+        with torch.inference_mode(False), torch.no_grad():
+            cache = self.new_cache(cache_bucket) if use_cache else None
+            tokens, step_input = input_ids, input_ids
+            for step in range(max_new_tokens):
+                # The prompt's ids are checked; the later ones are the model's own choices.
+                with ids_chosen_by_the_model() if step else nullcontext():
+                    logits = self(step_input, cache=cache).logits[:, -1]
+                next_token = self._choose(logits, do_sample, temperature, top_k, generator)
+                tokens = torch.cat([tokens, next_token], dim=1)
+                step_input = next_token if use_cache else tokens
         return tokens
 
     @staticmethod

@@ -3,13 +3,32 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 from torch import Tensor, nn
 
-__all__ = ["POSITIONS", "InputEmbedding", "sinusoidal_positions"]
+__all__ = ["POSITIONS", "InputEmbedding", "ids_chosen_by_the_model", "sinusoidal_positions"]
 
 POSITIONS = ("learned", "sinusoidal", "none")
+
+#: Whether the token ids being embedded were chosen from the model's own logits.
+_IDS_FROM_LOGITS: ContextVar[bool] = ContextVar("ids_from_logits", default=False)
+
+
+@contextmanager
+def ids_chosen_by_the_model() -> Iterator[None]:
+    """A context in which the token ids fed to the model are ones it chose from its logits
+    (argmax or a sample over its vocabulary), so in range by construction: their range check,
+    which reads them on the host and so waits for the device once a generated token, is skipped.
+    """
+    token = _IDS_FROM_LOGITS.set(True)
+    try:
+        yield
+    finally:
+        _IDS_FROM_LOGITS.reset(token)
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -140,7 +159,7 @@ def _check_token_ids(input_ids: Tensor, vocab_size: int) -> None:
             "input_ids must be an integer tensor (torch.long or torch.int32); got "
             f"{input_ids.dtype}"
         )
-    if input_ids.numel() == 0:  # an empty batch (B = 0) holds no id to check
+    if input_ids.numel() == 0 or _IDS_FROM_LOGITS.get():  # nothing to check
         return
     if torch.compiler.is_compiling():
         # Reading the ids on the host would break the compiled graph and wait for the device at
