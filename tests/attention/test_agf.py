@@ -110,7 +110,7 @@ def test_filter_matrix_is_the_operator_on_values():
     assert torch.equal(maps.attention[1, :, :, 4:], torch.zeros(HEADS, 6, 2, dtype=torch.float64))
 
 
-def test_block_runs_in_float32_under_autocast():
+def test_filter_runs_in_float32_and_products_in_half_precision_under_autocast():
     module = AttentiveGraphFilterAttention(DIM, HEADS)
     _randomise_filter(module)
     x = torch.randn(2, 6, DIM)
@@ -118,13 +118,15 @@ def test_block_runs_in_float32_under_autocast():
     class Dtypes(LargestAllocation):
         def __init__(self):
             super().__init__()
-            self.dtypes = set()
+            self.dtypes = {"products": set(), "elementwise": set()}
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            if func.overloadpacket in (torch.ops.aten.bmm, torch.ops.aten._softmax,
-                                       torch.ops.aten.sigmoid, torch.ops.aten.mul):
-                self.dtypes.add(out.dtype)
+            if func.overloadpacket is torch.ops.aten.bmm:
+                self.dtypes["products"].add(out.dtype)
+            elif func.overloadpacket in (torch.ops.aten._softmax, torch.ops.aten.sigmoid,
+                                         torch.ops.aten.mul):
+                self.dtypes["elementwise"].add(out.dtype)
             return out
 
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -137,7 +139,8 @@ def test_block_runs_in_float32_under_autocast():
         with Dtypes() as recorder:
             out = module.attend(q, k, v, inputs)
         full = module(x)
-    assert recorder.dtypes == {torch.float32}
+    # Feature maps and the filter in float32; the products over tokens in autocast's dtype.
+    assert recorder.dtypes == {"products": {torch.bfloat16}, "elementwise": {torch.float32}}
     assert out.dtype == torch.bfloat16 and full.dtype == torch.bfloat16
     torch.testing.assert_close(full.float(), module(x), rtol=0.05, atol=0.05)
 

@@ -6,6 +6,7 @@ from filterformer.functional import (
     agf,
     agf_coefficients,
     agf_filter,
+    agf_layer,
     agf_orthogonality,
     agf_response,
     efficient_attention,
@@ -122,3 +123,20 @@ def test_agf_rejects_bad_shapes():
         agf(q, k, v, s[..., :2], agf_coefficients(torch.zeros(2)))
     with pytest.raises(ValueError, match="theta"):
         agf_response(s, torch.zeros(2, 2))
+
+
+def test_agf_layer_with_half_precision_products_stays_near_the_float64_layer():
+    """The products over tokens in bfloat16 (autocast's choice): the output comes back in that
+    dtype within its rounding of the float64 layer's, the regulariser in float32."""
+    q, k, v, s = _inputs()
+    logits = torch.logit(s)
+    padding = torch.rand(B, N) > 0.3
+    padding[:, 0] = True
+    theta = agf_coefficients(torch.randn(3, dtype=torch.float64))
+    want, want_reg = agf_layer(q, k, v, logits, theta, padding)
+    got, reg = agf_layer(q.float(), k.float(), v.float(), logits.float(), theta.float(), padding,
+                         products_dtype=torch.bfloat16)
+    assert got.dtype == torch.bfloat16 and reg.dtype == torch.float32
+    scale = want.abs().max()
+    assert (got.double() - want).abs().max() <= 2e-2 * scale
+    assert abs(reg.item() - want_reg.item()) <= 1e-2 * want_reg.item()

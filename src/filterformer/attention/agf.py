@@ -41,7 +41,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
 
     Every forward adds the orthogonality regulariser ``mean|UᵀU − I| + mean|VsᵀVs − I|`` to the
     context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
-    over layers and adds it to its loss. The block runs in float32 even under autocast. There is
+    over layers and adds it to its loss. Under autocast its feature maps and filter run in float32
+and its matrix products in the autocast dtype. There is
     no probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
     Non-causal only; masks only keys: a ``padding_mask``, or an ``attn_mask`` of shape
     ``(B, 1, 1, N)``.
@@ -124,12 +125,15 @@ class AttentiveGraphFilterAttention(AttentionBase):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
         logits = self._singular_logits(inputs)
-        # Softmax feature maps and polynomials of S lose too much in half precision.
-        with torch.autocast(device_type=q.device.type, enabled=False):
+        device = q.device.type
+        # Under autocast the products over tokens run in its half precision, as autocast would
+        # run them; the feature maps and polynomials of S, which lose too much there, do not.
+        products = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+        with torch.autocast(device_type=device, enabled=False):
             out, reg = agf_layer(
                 q, k, v, logits, self.theta,
                 inputs.padding_mask, basis=self.basis, a=self.a, b=self.b,
-                orthogonality=self.orthogonality_weight > 0,
+                orthogonality=self.orthogonality_weight > 0, products_dtype=products,
             )
         if reg is not None:
             inputs.context.add_aux_loss(AGF_AUX_LOSS, reg, self.orthogonality_weight)

@@ -64,7 +64,9 @@ def agf_response(
     return polynomial_series(s, theta, basis, a, b)
 
 
-def agf_attend(rho_q: Tensor, rho_k: Tensor, v: Tensor, g: Tensor) -> Tensor:
+def agf_attend(
+    rho_q: Tensor, rho_k: Tensor, v: Tensor, g: Tensor, products_dtype: torch.dtype | None = None
+) -> Tensor:
     """``(ρq ⊙ G)(ρkᵀ V)``, associated right to left so nothing N×N is formed.
 
     Args:
@@ -72,11 +74,14 @@ def agf_attend(rho_q: Tensor, rho_k: Tensor, v: Tensor, g: Tensor) -> Tensor:
         rho_k: ``(B, h, S, d)`` Vs, columns summing to 1 over real tokens, 0 at padding.
         v: ``(B, h, S, d_v)`` values.
         g: ``(B, h, N, d)`` the token-specific filter.
+        products_dtype: the dtype of the two matrix products (and of the result); ``ρq ⊙ G``
+            is formed in the factors' dtype first. The factors' dtype when None.
 
     Returns:
         ``(B, h, N, d_v)``.
     """
-    return (rho_q * g) @ (rho_k.transpose(-1, -2) @ v)
+    low = rho_q.dtype if products_dtype is None else products_dtype
+    return (rho_q * g).to(low) @ (rho_k.to(low).transpose(-1, -2) @ v.to(low))
 
 
 def agf(
@@ -154,15 +159,18 @@ def agf_layer(
     a: float = 1.0,
     b: float = 1.0,
     orthogonality: bool = True,
+    products_dtype: torch.dtype | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """An AGF layer's whole filter, from the projections to the output and the regulariser.
 
     ``S = sigmoid(singular_logits)``, ``G = Σ_k θ_k P_k(S)``, ``(U ⊙ G)(Vsᵀ V)`` and, when
-    ``orthogonality``, :func:`agf_orthogonality` of U and Vs. Computed in float32 at least (float64
-    stays float64; softmax feature maps and polynomials of S lose too much in half precision),
-    whatever the inputs' dtype. On CUDA it runs as a fused region (:func:`~filterformer.
-    functional.fused.fused`): the chain of elementwise operations becomes a few kernels around the
-    two ``d×d`` products.
+    ``orthogonality``, :func:`agf_orthogonality` of U and Vs. The feature maps and the filter are
+    computed in float32 at least (float64 stays float64; softmax feature maps and polynomials of S
+    lose too much in half precision), whatever the inputs' dtype; the matrix products reduce over
+    the N tokens, and run in ``products_dtype`` where one is given (under autocast, its half
+    precision: on a GPU, tensor cores instead of float32 arithmetic). On CUDA it runs as a fused
+    region (:func:`~filterformer.functional.fused.fused`): the chain of elementwise operations
+    becomes a few kernels around the ``d×d`` products.
 
     Args:
         q, k: ``(B, h, N, d)`` the U and Vs projections (queries, keys).
@@ -172,16 +180,21 @@ def agf_layer(
         key_padding_mask: ``(B, N)`` bool, True at real tokens.
         basis, a, b: the polynomial basis (see :func:`agf_response`).
         orthogonality: whether to compute the regulariser.
+        products_dtype: the dtype of the matrix products and of ``out`` (the wide dtype when
+            None).
 
     Returns:
-        ``(out, reg)``: ``(B, h, N, d_v)`` in the wide dtype, and the regulariser (a scalar) or
-        None.
+        ``(out, reg)``: ``(B, h, N, d_v)`` in ``products_dtype`` (else the wide dtype), and the
+        regulariser (a scalar, float32 at least) or None.
     """
     rho_q, rho_k, g = agf_factors(
         q, k, singular_logits, theta, key_padding_mask, basis=basis, a=a, b=b
     )
-    out = agf_attend(rho_q, rho_k, v.to(rho_q.dtype), g)
-    reg = agf_orthogonality(rho_q, rho_k, key_padding_mask) if orthogonality else None
+    out = agf_attend(rho_q, rho_k, v, g, products_dtype)
+    reg = None
+    if orthogonality:
+        low = rho_q.dtype if products_dtype is None else products_dtype
+        reg = agf_orthogonality(rho_q.to(low), rho_k.to(low), key_padding_mask)
     return out, reg
 
 
@@ -200,14 +213,16 @@ def agf_orthogonality(
         padding_mask: ``(B, N)`` bool, True at real tokens.
 
     Returns:
-        A scalar.
+        A scalar, in float32 at least.
     """
     mask = check_key_padding_mask(padding_mask, rho_q.shape[0], rho_q.shape[-2])
     if mask is not None:
         rho_q = rho_q * mask[:, None, :, None]
-    eye = torch.eye(rho_q.shape[-1], dtype=rho_q.dtype, device=rho_q.device)
-    gram_u = rho_q.transpose(-1, -2) @ rho_q
-    gram_v = rho_k.transpose(-1, -2) @ rho_k
+    # The products may run in half precision; the distance to I is taken in float32 at least.
+    wide = torch.promote_types(rho_q.dtype, torch.float32)
+    eye = torch.eye(rho_q.shape[-1], dtype=wide, device=rho_q.device)
+    gram_u = (rho_q.transpose(-1, -2) @ rho_q).to(wide)
+    gram_v = (rho_k.transpose(-1, -2) @ rho_k).to(wide)
     return (gram_u - eye).abs().mean() + (gram_v - eye).abs().mean()
 
 
