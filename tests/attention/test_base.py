@@ -158,3 +158,28 @@ def test_config_module_and_patch_refuse_a_bad_lambda_with_one_message():
 def test_constructor_names_a_bad_width_or_head_count(name, dim, num_heads, needle):
     with pytest.raises(ValueError, match=needle):
         build_attention(name, dim, num_heads)
+
+
+@pytest.mark.parametrize("method", ["softmax", "gfsa", "agf", "samsa"])
+def test_under_autocast_a_float32_input_is_cast_to_half_precision_once(method):
+    """Every projection reading x (q/k/v, AGF's W_Σ, SAMSA's score network) reads one cast of
+    it, where autocast alone would cast it once per projection."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    module = build_attention(method, DIM, HEADS).train(bool(torch.randint(0, 2, ())))
+    x = torch.randn(2, int(torch.randint(5, 12, ())), DIM)
+
+    class Casts(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if (func.overloadpacket is torch.ops.aten._to_copy and args[0] is x
+                    and kwargs.get("dtype") == torch.bfloat16):
+                Casts.count += 1
+            return func(*args, **kwargs)
+
+    with torch.autocast("cpu", torch.bfloat16), Casts():
+        out = module(x)
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    assert Casts.count == 1

@@ -25,13 +25,22 @@ from ..optim import exclude_from_weight_decay
 from .context import AttentionContext, AttentionMaps
 from .decoding_cache import LayerCache
 
-__all__ = ["AttentionBase", "AttentionInputs", "merge_heads", "split_heads"]
+__all__ = ["AttentionBase", "AttentionInputs", "autocast_input", "merge_heads", "split_heads"]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
     """``(B, N, h·d)`` -> ``(B, h, N, d)``."""
     batch, length, width = x.shape
     return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)
+
+
+def autocast_input(x: Tensor) -> Tensor:
+    """``x`` in autocast's dtype where autocast is on for its device and ``x`` is float32, else
+    ``x``: each projection that reads it would cast it, once per projection."""
+    device = x.device.type
+    if x.dtype == torch.float32 and torch.is_autocast_enabled(device):
+        return x.to(torch.get_autocast_dtype(device))
+    return x
 
 
 def merge_heads(x: Tensor) -> Tensor:
@@ -201,6 +210,7 @@ class AttentionBase(nn.Module):
         if cache is not None and not self.causal:
             raise ValueError("a decoding cache needs a causal attention layer (causal=True)")
         context = AttentionContext() if context is None else context
+        x = autocast_input(x)
         q, k, v = self.project_qkv(x)
         keys, values = (k, v) if cache is None else cache.append_kv(k, v)
         held = x.shape[1] if cache is None else cache.length

@@ -45,7 +45,10 @@ CandidateRows = Callable[[Tensor], Tensor]
 
 
 @fused
-def add_rms_normed(x: Tensor, hidden: Tensor, weight: Tensor, eps: float | None) -> Tensor:
+def add_rms_normed(
+    x: Tensor, hidden: Tensor, weight: Tensor, eps: float | None,
+    out_dtype: torch.dtype | None = None,
+) -> Tensor:
     """``x + RMSNorm(hidden)`` with the norm in the wider of hidden's and the weight's dtype: the
     last step of SAMSA's importance score (under autocast, the half-precision MLP output is
     normalised in the float32 weight's dtype).
@@ -55,14 +58,17 @@ def add_rms_normed(x: Tensor, hidden: Tensor, weight: Tensor, eps: float | None)
         hidden: ``(B, N, D)`` the score MLP's output.
         weight: ``(D,)`` the norm's scale.
         eps: the norm's epsilon (None: the dtype's machine epsilon, as :class:`torch.nn.RMSNorm`).
+        out_dtype: the result's dtype (under autocast, the half precision the next projection
+            reads it in: the cast is part of the fused region).
 
     Returns:
-        ``(B, N, D)`` in the wider of x's dtype and that of the norm.
+        ``(B, N, D)`` in ``out_dtype``, else the wider of x's dtype and that of the norm.
     """
     wide = torch.promote_types(hidden.dtype, weight.dtype)
     hidden = hidden.to(wide)
     eps = torch.finfo(wide).eps if eps is None else eps
-    return x + hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * weight.to(wide)
+    out = x + hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + eps) * weight.to(wide)
+    return out if out_dtype is None else out.to(out_dtype)
 
 
 def gumbel_noise(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
