@@ -8,8 +8,9 @@ no C++ compiler, an error while compiling), the eager function runs; a compiler 
 reported once with a warning and the region stays eager for the rest of the process. Inside a
 model that is itself being compiled, the eager function is traced into that graph instead.
 
-``FILTERFORMER_FUSED`` chooses where the compiled path is used: ``cuda`` (default), ``always``
-(every device: the tests compare it with the eager function on the CPU) or ``never``.
+``FILTERFORMER_FUSED`` chooses where the compiled path is used: ``cuda`` (default: CUDA inputs
+large enough to gain, see :func:`fused`), ``always`` (every device and size: the tests
+compare it with the eager function on the CPU) or ``never``.
 :data:`BACKEND` is the compiler (inductor, PyTorch's own); :func:`reset_fused_regions` drops what
 was compiled, so that a change of either takes effect.
 """
@@ -25,7 +26,10 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-__all__ = ["BACKEND", "FUSED_CHOICES", "fused", "fused_mode", "reset_fused_regions"]
+__all__ = [
+    "BACKEND", "FUSED_CHOICES", "FUSED_MIN_ELEMENTS", "fused", "fused_mode", "reset_fused_regions",
+    "runs_compiled",
+]
 
 #: The values ``FILTERFORMER_FUSED`` accepts.
 FUSED_CHOICES = ("cuda", "always", "never")
@@ -48,26 +52,47 @@ def fused_mode() -> str:
     return mode
 
 
+#: The default size from which a region compiles on CUDA (``FILTERFORMER_FUSED=cuda``), in
+#: elements of its first tensor argument: below it a compiled call's host overhead (guards, the
+#: autograd wrapper) exceeds the GPU time fusing saves (a decoding step's few tokens).
+FUSED_MIN_ELEMENTS = 2**16
+
+
 def _first_tensor(args: tuple[Any, ...]) -> Tensor | None:
     return next((arg for arg in args if isinstance(arg, Tensor)), None)
 
 
-def fused(fn: F) -> F:
+def runs_compiled(first: Tensor, min_elements: int = FUSED_MIN_ELEMENTS) -> bool:
+    """Whether :func:`fused_mode` compiles a call whose first tensor argument is ``first``: on
+    every call (``always``), none (``never``), or on CUDA from ``min_elements`` elements
+    (``cuda``)."""
+    mode = fused_mode()
+    if mode == "cuda":
+        return first.device.type == "cuda" and first.numel() >= min_elements
+    return mode == "always"
+
+
+def fused(fn: F | None = None, *, min_elements: int = FUSED_MIN_ELEMENTS) -> Any:
     """``fn`` compiled with dynamic shapes where :func:`fused_mode` allows, ``fn`` itself
-    elsewhere. ``fn`` must be a pure function of its arguments (no randomness: eager and compiled
-    random streams differ); its first tensor argument decides the device."""
+    elsewhere; ``@fused`` or ``@fused(min_elements=...)``.
+
+    ``fn`` must be a pure function of its arguments (no randomness: eager and compiled random
+    streams differ); its first tensor argument decides the device and, on CUDA, whether the call
+    is large enough to gain: ``min_elements`` or more elements. Float arguments are compiled as
+    the constants they are (AGF's a and b, a norm's eps): dynamic shapes would make them symbols,
+    and the first check of their value would split the region into several graphs."""
+    if fn is None:
+        return functools.partial(fused, min_elements=min_elements)
     state: dict[str, Any] = {"compiled": None, "failed": False}
     _REGIONS.append(state)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         first = _first_tensor(args)
-        mode = fused_mode()
         use = (
             not state["failed"]
             and first is not None
-            and mode != "never"
-            and (mode == "always" or first.device.type == "cuda")
+            and runs_compiled(first, min_elements)
             and not torch.compiler.is_compiling()
         )
         if not use:
@@ -75,7 +100,8 @@ def fused(fn: F) -> F:
         if state["compiled"] is None:
             state["compiled"] = torch.compile(fn, dynamic=True, backend=BACKEND)
         try:
-            return state["compiled"](*args, **kwargs)
+            with torch._dynamo.config.patch(specialize_float=True):
+                return state["compiled"](*args, **kwargs)
         except Exception as err:  # the compiler is unavailable or failed: stay eager
             if not _is_compiler_error(err):
                 raise
