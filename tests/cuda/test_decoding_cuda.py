@@ -105,3 +105,24 @@ def test_patched_llama_four_beams_with_cache_equal_without(method, options, cuda
     recomputed = model.generate(**inputs, use_cache=False, num_beams=4, **GENERATE)
     _assert_same_generation(cached, recomputed)
     assert_relative_close(cached.sequences_scores, recomputed.sequences_scores, "beam scores")
+
+
+@pytest.mark.parametrize("method", ["softmax", "gfsa"])
+def test_generation_never_asks_cudnn_for_attention(method, cuda_device, monkeypatch):
+    """cuDNN builds a plan per new shape (a prompt's length, a step's key length): every SDPA
+    call of a generation, the prompt's included, runs with it switched off."""
+    import torch.nn.functional as F
+
+    model = _causal_lm(method, cuda_device)
+    cudnn_allowed = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        cudnn_allowed.append(torch.backends.cuda.cudnn_sdp_enabled())
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    prompt = torch.randint(0, VOCAB, (2, int(torch.randint(3, 9, ()))), device=cuda_device)
+    with torch.autocast("cuda", torch.bfloat16):
+        model.generate(prompt, NEW)
+    assert cudnn_allowed and not any(cudnn_allowed)

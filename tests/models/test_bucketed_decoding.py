@@ -99,7 +99,7 @@ def test_gradients_through_cached_steps_equal_the_full_pass():
 
 
 @pytest.mark.parametrize("kind", ["softmax", "gfsa"])
-def test_a_decoding_step_attends_over_the_positions_held_on_growing_key_kernels(
+def test_a_decoding_step_attends_over_the_positions_held_on_the_decoding_kernels(
     kind, monkeypatch
 ):
     from filterformer.functional import softmax as softmax_module
@@ -107,7 +107,7 @@ def test_a_decoding_step_attends_over_the_positions_held_on_growing_key_kernels(
     model = causal_lm(kind)
     key_lengths, kernel_choices = [], []
     sdpa = F.scaled_dot_product_attention
-    choose = softmax_module.growing_keys_kernels
+    choose = softmax_module.decoding_kernels
 
     def spy_sdpa(q, k, *args, **kwargs):
         if q.shape[-2] == 1:  # decoding steps
@@ -115,12 +115,12 @@ def test_a_decoding_step_attends_over_the_positions_held_on_growing_key_kernels(
             assert kwargs.get("attn_mask") is None  # nothing left to mask for one query
         return sdpa(q, k, *args, **kwargs)
 
-    def spy_choice(q, k):
-        kernel_choices.append((q.shape[-2], k.shape[-2]))
-        return choose(q, k)
+    def spy_choice(q):
+        kernel_choices.append(q.shape[-2])
+        return choose(q)
 
     monkeypatch.setattr(F, "scaled_dot_product_attention", spy_sdpa)
-    monkeypatch.setattr(softmax_module, "growing_keys_kernels", spy_choice)
+    monkeypatch.setattr(softmax_module, "decoding_kernels", spy_choice)
     prompt_len, new = int(torch.randint(3, 9, ())), 27
     model.generate(torch.randint(0, VOCAB, (2, prompt_len)), new, cache_bucket=BUCKET)
     # Steps hold prompt + 1 .. prompt + new - 1 positions (the last token is never fed back);
@@ -128,4 +128,5 @@ def test_a_decoding_step_attends_over_the_positions_held_on_growing_key_kernels(
     held = list(range(prompt_len + 1, prompt_len + new))
     passes = model.config.depth * (1 if kind == "softmax" else 2)
     assert key_lengths == [n for n in held for _ in range(passes)]
-    assert [c for c in kernel_choices if c[0] == 1] == [(1, n) for n in key_lengths]
+    # Every call through the cache, the prompt's too, chooses the decoding kernels.
+    assert kernel_choices == [prompt_len] * passes + [1] * len(key_lengths)

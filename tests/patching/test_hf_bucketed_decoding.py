@@ -110,3 +110,4 @@ def test_only_decoding_steps_of_the_patched_model_take_the_choice(monkeypatch):
     native = CausalLM(TransformerConfig(causal=True, vocab_size=VOCAB, dim=32, num_heads=4,
                                         depth=2)).eval()
     assert native.generate(inputs["input_ids"], 3, cache_bucket=4).shape == (2, 10)
+

@@ -15,7 +15,7 @@ from torch.torch_version import TorchVersion
 
 from ..checks import check_probability
 from .masks import check_qkv, revive_dead_rows, sdpa_mask
-from .sdpa_backends import growing_keys_kernels
+from .sdpa_backends import decoding_kernels
 
 __all__ = ["attend", "attention_matrix", "repeat_heads"]
 
@@ -149,7 +149,7 @@ def attend(
             grouped["enable_gqa"] = True
         else:
             k, v = repeat_heads(k, heads), repeat_heads(v, heads)
-    with growing_keys_kernels(q, k) if decoding else nullcontext():
+    with decoding_kernels(q) if decoding else nullcontext():
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
             **grouped,
