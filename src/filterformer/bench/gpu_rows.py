@@ -44,7 +44,7 @@ __all__ = ["BERT", "DECODE", "GPU_GROUPS", "KERNEL_LENGTHS", "MODULE_LENGTHS", "
            "Generations", "SideBySide", "run_bert", "run_decoding", "run_side_by_side"]
 
 PRECISION = "bf16"
-ROUNDS, WARMUP_ROUNDS = 15, 3
+ROUNDS, WARMUP_ROUNDS = 10, 2
 MODULE_LENGTHS = (128, 1024, 4096, 16384)
 KERNEL_LENGTHS = (1024, 4096, 16384)
 #: Rows only these groups measure (the table has GFSA as a kernel and a model, not a module).
