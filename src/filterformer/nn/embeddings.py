@@ -159,13 +159,15 @@ def _check_token_ids(input_ids: Tensor, vocab_size: int) -> None:
             "input_ids must be an integer tensor (torch.long or torch.int32); got "
             f"{input_ids.dtype}"
         )
-    if input_ids.numel() == 0 or _IDS_FROM_LOGITS.get():  # nothing to check
+    if input_ids.numel() == 0:  # an empty batch (B = 0) holds no id to check
         return
     if torch.compiler.is_compiling():
         # Reading the ids on the host would break the compiled graph and wait for the device at
         # every step; the check runs on the device instead (an error when the step runs).
         inside = ((input_ids >= 0) & (input_ids < vocab_size)).all()
         torch._assert_async(inside, f"input_ids must lie in [0, vocab_size) = [0, {vocab_size})")
+        return
+    if _IDS_FROM_LOGITS.get():  # the model's own choices: in range by construction
         return
     low, high = torch.stack(torch.aminmax(input_ids)).tolist()  # one host sync, not two
     if low >= 0 and high < vocab_size:
