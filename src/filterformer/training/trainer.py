@@ -72,6 +72,7 @@ from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
 from .run_files import write_json
+from .run_model import model_entries
 from .training_cost import TrainingCost
 
 __all__ = ["TrainResult", "Trainer", "train"]
@@ -174,6 +175,8 @@ class Trainer:
         seed_everything(config.seed)
         self.model = build_model(self.model_config, self.task, config.pooling).to(self.device)
         self.num_parameters = count_parameters(self.model)
+        #: What every checkpoint records so that the model is rebuilt without the task.
+        self.model_entries = model_entries(self.model, self.task)
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
         self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
@@ -213,6 +216,7 @@ class Trainer:
             "config": self.config.to_dict(),
             "model_config": self.model_config.to_dict(),
             "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            **self.model_entries,
         }
 
     def _cost_now(self) -> TrainingCost:
