@@ -24,7 +24,14 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import Tensor, nn
 
+from ..atomic_files import atomic_write
 from ..strict_loading import first_names, load_weights, non_finite_parameters
+from ..weight_files import (
+    WEIGHTS_FILE,
+    read_weights,
+    remove_weight_files,
+    take_saved_dtype,
+)
 from .config import TransformerConfig
 
 __all__ = [
@@ -75,9 +82,6 @@ class SavesPretrained:
                 rebuilt from its arguments (e.g. a classifier around a foreign backbone).
         """
         from safetensors.torch import save_file
-
-        from ..data.cache import atomic_write
-        from ..patching.weight_files import WEIGHTS_FILE, remove_weight_files
 
         assert isinstance(self, nn.Module)
         directory = Path(directory)
@@ -181,8 +185,6 @@ def is_saved_model_directory(directory: str | os.PathLike) -> bool:
 def load_saved_model(directory: str | os.PathLike) -> nn.Module:
     """The model :meth:`SavesPretrained.save_pretrained` saved in ``directory``, whatever its
     class, in eval mode (see :meth:`SavesPretrained.from_pretrained`)."""
-    from ..patching.weight_files import WEIGHTS_FILE, read_weights, take_saved_dtype
-
     directory = Path(directory)
     path = directory / MODEL_CONFIG_FILE
     if not path.is_file():

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from ..families.hf_directory import load_config
 from ..models.saved_model import SavesPretrained, is_saved_model_directory, load_saved_model
+from ..weight_files import WEIGHTS_FILE, read_weights, remove_weight_files, take_saved_dtype
 from .absent_modules import remove_modules
 from .api import patch, patch_for_inspection
 from .options import PatchSpec
@@ -36,7 +37,6 @@ from .saved_patch import (
     write_patch_file,
 )
 from .state import PatchState, get_patch_state
-from .weight_files import WEIGHTS_FILE, read_weights, remove_weight_files, take_saved_dtype
 
 __all__ = ["from_pretrained", "save_pretrained"]
 

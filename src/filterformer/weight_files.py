@@ -1,4 +1,6 @@
-"""The weight files of a saved model: one ``model.safetensors``, or shards named by an index.
+"""The weight files of a saved model: one ``model.safetensors``, or shards named by an index
+(patched models, :mod:`filterformer.patching.saving`; filterformer's own,
+:mod:`filterformer.models.saved_model`).
 
 A directory holds exactly one of the two layouts. A save removes the files of an earlier save
 first, of either layout, so that a loader can never pick an earlier model's weights; a directory
