@@ -22,6 +22,8 @@ _LAZY = {
     "save_pretrained": "filterformer.patching",
     "from_pretrained": "filterformer.patching",
     "diagnose": "filterformer.diagnostics",
+    "load_run": "filterformer.training.run_model",
+    "LoadedRun": "filterformer.training.run_model",
 }
 
 __all__ = [

@@ -229,6 +229,10 @@ PROGRESS_LINE = re.compile(
     r"gfsa seed 0: step (\d+)/16 \(\d+%\), epoch (\d)/2, loss \d+\.\d{4}(, validation accuracy "
     r"\d\.\d{4})?, [\d.]+ steps/s, (about \d+ s left|done in \d+ s)"
 )
+#: The line as a validation starts.
+EVALUATING_LINE = re.compile(
+    r"gfsa seed 0: step (\d+)/16 \(\d+%\), evaluating on the validation split \(16 items\)"
+)
 
 
 def test_train_prints_progress_lines_when_not_on_a_terminal(tmp_path, capsys):
@@ -240,11 +244,24 @@ def test_train_prints_progress_lines_when_not_on_a_terminal(tmp_path, capsys):
     printed = capsys.readouterr()
     lines = printed.err.splitlines()
     assert lines[0] == "gfsa seed 0: 16 steps, 2 epoch(s)"
-    matches = [PROGRESS_LINE.fullmatch(line) for line in lines[1:]]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    # The final test: a line as it starts and one with its metric as it ends.
+    assert lines[-2] == (f"gfsa seed 0: testing the best checkpoint (step {summary['best_step']})"
+                         " on the test split (16 items)")
+    assert re.fullmatch(rf"gfsa seed 0: test accuracy {summary['test']['accuracy']:.4f} "
+                        r"\(evaluated in \d+ s\)", lines[-1])
+    training = lines[1:-2]
+    evaluating = [EVALUATING_LINE.fullmatch(line) for line in training]
+    matches = [PROGRESS_LINE.fullmatch(line)
+               for line, started in zip(training, evaluating, strict=True) if not started]
     assert all(matches), lines
-    # At least the line after each validation (end of each epoch), with its metric.
+    # At least the line after each validation (end of each epoch), with its metric, each
+    # validation announced as it starts.
     validated = [(m[1], m[2]) for m in matches if m[3]]
     assert validated[-2:] == [("8", "1"), ("16", "2")]
+    assert [m[1] for m in evaluating if m] == ["8", "16"]
+    after = [training[i + 1] for i, m in enumerate(evaluating) if m]
+    assert all("validation accuracy" in line for line in after)
     assert "\r" not in printed.err  # lines, not a bar
     assert printed.out.startswith("run finished after 16 steps")
     assert "step " not in printed.out  # progress goes to stderr, the summary to stdout

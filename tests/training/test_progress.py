@@ -124,3 +124,40 @@ def test_runs_progress_estimates_from_the_trained_runs():
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
     assert re.fullmatch(r"\d+ (s|min \d\d s|h \d\d min)", text)
+
+
+def test_evaluations_are_announced_and_a_terminal_gets_lines_when_bars_are_off():
+    clock, stream = FakeClock(), Terminal()
+    metric = float(np.random.default_rng().uniform())
+    progress = TrainProgress("samsa_hard seed 2", 10, steps_per_epoch=5, stream=stream,
+                             bar=False, clock=clock)
+    for _ in range(5):
+        progress.advance(1.0)
+    progress.evaluating("validation", 40)
+    clock.now += 3.0
+    progress.validated("accuracy", metric)
+    progress.evaluating("test", 64, best_step=5)
+    clock.now += 65.0
+    progress.tested("accuracy", metric)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[1] == ("samsa_hard seed 2: step 5/10 (50%), evaluating on the validation split "
+                        "(40 items)")
+    assert lines[2].startswith(f"samsa_hard seed 2: step 5/10 (50%), epoch 1/2, loss 1.0000, "
+                               f"validation accuracy {metric:.4f}")
+    assert lines[3:] == [
+        "samsa_hard seed 2: testing the best checkpoint (step 5) on the test split (64 items)",
+        f"samsa_hard seed 2: test accuracy {metric:.4f} (evaluated in 1 min 05 s)",
+    ]
+    assert "\r" not in stream.getvalue()
+
+
+def test_a_bar_shows_the_evaluation_under_way():
+    stream = Terminal()
+    with TrainProgress("gfsa seed 0", 4, steps_per_epoch=4, stream=stream) as progress:
+        progress.advance(0.5)
+        progress.evaluating("validation", 8)
+        assert "evaluating=validation" in stream.getvalue().split("\r")[-1]
+        progress.tested("accuracy", 0.25)
+        assert "test_accuracy=0.2500" in stream.getvalue().split("\r")[-1]
+    assert "evaluating on" not in stream.getvalue()

@@ -17,7 +17,7 @@ from .failures import command_warnings, describe_failure
 
 __all__ = ["main"]
 
-COMMANDS: tuple[str, ...] = ("compare", "train", "diagnose", "bench", "evidence")
+COMMANDS: tuple[str, ...] = ("compare", "train", "generate", "diagnose", "bench", "evidence")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,8 +4,9 @@ Trains every method with every seed under the same budget, then writes results.j
 results.csv, figures and report.html into the output directory. With no arguments it runs the
 built-in comparison (ListOps, 7 methods, 3 seeds; minutes on a laptop CPU). Re-running with the
 same output directory reuses finished runs and resumes stopped ones. Runs train several at once,
-each in its own process (--jobs), with the same results as one after another; a line per
-finished run says how many are done and the time left.
+each in its own process (--jobs), with the same results as one after another; each run reports
+its steps and evaluations while it trains, and a line per finished run says how many are done
+and the time left.
 
 Examples:
   filterformer compare

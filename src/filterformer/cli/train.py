@@ -1,7 +1,8 @@
 """Train one model on one task from a config file (YAML or TOML) and overrides.
 
 While it trains it shows its progress on stderr: a bar on a terminal, otherwise a line every
-10 s and after each validation (step, epoch, loss, validation metric, steps/s, time left);
+10 s, as each evaluation starts and after it ends (step, epoch, loss, validation metric, steps/s,
+time left; the final test's metric);
 `--quiet` prints only the final summary.
 
 Examples:

@@ -30,6 +30,7 @@ from .sources import (
 )
 from .splits import check_split_fractions
 from .task import TaskData
+from .text_tokenizer import LEVELS, TextTokenizer
 
 __all__ = [
     "AUSTEN_DATA",
@@ -45,7 +46,6 @@ __all__ = [
 PYTHON_DOCS_DIR = "/usr/share/doc/python3.11/html/_sources"
 AUSTEN_DATA = "/usr/lib/R/site-library/janeaustenr/data"
 CORPORA = ("python_docs", "austen")
-LEVELS = ("byte", "char")
 _CORPUS_PACKAGES = {"python_docs": "python3.11-doc", "austen": "r-cran-janeaustenr"}
 
 
@@ -140,7 +140,8 @@ def load_text_lm(
         path: a text file or a directory of them; overrides ``corpus``.
         corpus: ``"python_docs"`` or ``"austen"``; by default the first of them found.
         level: ``"byte"`` (ids = byte + 1, vocabulary 257) or ``"char"`` (ids 2.. for the
-            characters seen in training, 1 for an unseen one).
+            characters seen in training, 1 for an unseen one): :class:`TextTokenizer`, which
+            ``metadata["text_tokenizer"]`` holds as a dict.
         max_len: tokens per window.
         max_tokens: use only the first this many tokens of the text (CPU-sized runs).
         seed: recorded for the run; the split is by position.
@@ -160,29 +161,16 @@ def load_text_lm(
     else:
         data, source, corpus_name = _default_corpus(cache_dir)
 
-    if level == "byte":
-        stream = np.frombuffer(data, dtype=np.uint8)
-    else:  # Unicode code points, one per character
-        text = data.decode("utf-8", errors="replace")
-        stream = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    stream = TextTokenizer.codes(data, level)
     stream = stream[:max_tokens] if max_tokens is not None else stream
     total = len(stream)
     cut_train = round(total * (1 - validation_fraction - test_fraction))
     cut_validation = round(total * (1 - test_fraction))
     parts = {"train": stream[:cut_train], "validation": stream[cut_train:cut_validation],
              "test": stream[cut_validation:]}
-    if level == "byte":
-        ids = {k: torch.from_numpy(v.astype(np.int16) + 1) for k, v in parts.items()}
-        vocab_size, vocabulary = 257, None
-    else:
-        seen = np.unique(parts["train"])
-        vocabulary = "".join(chr(c) for c in seen)
-        ids = {}
-        for split, codes in parts.items():
-            position = np.clip(np.searchsorted(seen, codes), 0, len(seen) - 1)
-            known = seen[position] == codes
-            ids[split] = torch.from_numpy(np.where(known, position + 2, 1).astype(np.int32))
-        vocab_size = len(vocabulary) + 2
+    vocabulary = None if level == "byte" else "".join(chr(c) for c in np.unique(parts["train"]))
+    tokenizer = TextTokenizer(level, vocabulary)
+    ids = {k: torch.from_numpy(tokenizer.ids_of_codes(v)) for k, v in parts.items()}
     datasets = {k: LanguageModelingDataset(v, max_len) for k, v in ids.items()}
     return TaskData(
         name="text_lm",
@@ -192,9 +180,10 @@ def load_text_lm(
         test=datasets["test"],
         collate=collate_sequences,
         num_classes=None,
-        vocab_size=vocab_size,
+        vocab_size=tokenizer.vocab_size,
         input_dim=None,
         max_len=max_len,
         metadata={"source": source, "corpus": corpus_name, "level": level, "seed": seed,
-                  "vocabulary": vocabulary, "num_tokens": {k: len(v) for k, v in ids.items()}},
+                  "vocabulary": vocabulary, "num_tokens": {k: len(v) for k, v in ids.items()},
+                  "text_tokenizer": tokenizer.to_dict()},
     )

@@ -14,6 +14,7 @@ from ..attention import DecodingCache
 from ..checks import check_integer
 from ..nn.embeddings import ids_chosen_by_the_model
 from .config import TransformerConfig
+from .saved_model import SavesPretrained
 from .transformer import Transformer
 
 __all__ = ["CausalLM", "CausalLMOutput"]
@@ -36,7 +37,7 @@ class CausalLMOutput:
     hidden_states: tuple[Tensor, ...] | None = None
 
 
-class CausalLM(nn.Module):
+class CausalLM(nn.Module, SavesPretrained):
     """A causal Transformer with a language-modelling head tied to the token embedding.
 
     Decoding with a cache keeps each layer's keys and values, and what a method needs at past
@@ -73,6 +74,9 @@ class CausalLM(nn.Module):
             # starts with logits of std ~sqrt(D) and a loss ~10× ln(vocab_size).
             nn.init.normal_(self.transformer.embed.tokens.weight, std=0.02)
             self.lm_head.weight = self.transformer.embed.tokens.weight
+
+    def pretrained_arguments(self) -> dict[str, bool]:
+        return {"tie_weights": self.lm_head.weight is self.transformer.embed.tokens.weight}
 
     def new_cache(self, bucket: int | None = None) -> DecodingCache:
         """An empty decoding cache, whose buffers grow by ``bucket`` positions

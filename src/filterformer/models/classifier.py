@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -11,6 +12,7 @@ from ..attention import AttentionMaps
 from ..checks import check_integer
 from ..nn import SequencePooling
 from .config import TransformerConfig
+from .saved_model import SavesPretrained
 from .transformer import Transformer
 
 __all__ = ["ClassifierOutput", "SequenceClassifier"]
@@ -32,7 +34,7 @@ class ClassifierOutput:
     attention_maps: tuple[AttentionMaps, ...] | None = None
 
 
-class SequenceClassifier(nn.Module):
+class SequenceClassifier(nn.Module, SavesPretrained):
     """Transformer, pooling over real tokens, then a linear head.
 
     Args:
@@ -56,6 +58,14 @@ class SequenceClassifier(nn.Module):
         self.transformer = Transformer(config) if transformer is None else transformer
         self.pool = SequencePooling(pooling, config.dim)
         self.head = nn.Linear(config.dim, num_classes)
+
+    def pretrained_arguments(self) -> dict[str, Any]:
+        if not (type(self.transformer) is Transformer and self.transformer.config == self.config):
+            raise ValueError(
+                f"this SequenceClassifier wraps a {type(self.transformer).__name__} that is not "
+                "built from its config, so it cannot be rebuilt from a saved config"
+            )
+        return {"num_classes": self.num_classes, "pooling": self.pool.mode}
 
     def forward(
         self,

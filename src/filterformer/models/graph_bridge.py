@@ -10,6 +10,7 @@ model's width, side by side in one sequence. A task head over a Transformer read
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +22,7 @@ from ..optim import exclude_from_weight_decay
 from .classifier import ClassifierOutput, SequenceClassifier
 from .config import TransformerConfig
 from .regressor import RegressionOutput, SequenceRegressor
+from .saved_model import SavesPretrained
 
 __all__ = ["GraphBridgeClassifier", "GraphBridgeRegressor", "GraphBridgeTokenizer"]
 
@@ -77,7 +79,7 @@ class GraphBridgeTokenizer(nn.Module):
         if position_dim % 2:
             raise ValueError(f"position_dim must be even (it splits in halves); got {position_dim}")
         self.node_dim, self.edge_dim, self.dim = node_dim, edge_dim, dim
-        self.position_dim = position_dim
+        self.position_dim, self.hidden_dim = position_dim, hidden_dim
         self.eval_noise = eval_noise
         self.eval_seed = eval_seed
         # softplus(c) starts at 1: the codes start as standard normal noise plus MLP(x).
@@ -165,7 +167,7 @@ def _gather_nodes(x: Tensor, index: Tensor) -> Tensor:
     return x.gather(1, index.unsqueeze(-1).expand(*index.shape, x.shape[-1]))
 
 
-class _GraphBridgeModel(nn.Module):
+class _GraphBridgeModel(nn.Module, SavesPretrained):
     """Graph-Bridge tokens, then a sequence model on them (a task head over a Transformer).
 
     The tokens carry their own positional codes, so the backbone needs ``position="none"``
@@ -192,10 +194,18 @@ class _GraphBridgeModel(nn.Module):
             )
         if pooling == "first":
             raise ValueError("pooling must be one of ('mean', 'attention') for graphs; got 'first'")
+        self.config = config
         self.tokenizer = GraphBridgeTokenizer(
             node_dim, edge_dim, config.dim, position_dim=position_dim, hidden_dim=hidden_dim,
             eval_noise=eval_noise, eval_seed=eval_seed,
         )
+
+    def pretrained_arguments(self) -> dict[str, Any]:
+        tokens = self.tokenizer
+        return {"node_dim": tokens.node_dim, "edge_dim": tokens.edge_dim,
+                "pooling": self.sequence_model.pool.mode, "position_dim": tokens.position_dim,
+                "hidden_dim": tokens.hidden_dim, "eval_noise": tokens.eval_noise,
+                "eval_seed": tokens.eval_seed}
 
     @property
     def sequence_model(self) -> nn.Module:
@@ -266,6 +276,9 @@ class GraphBridgeClassifier(_GraphBridgeModel):
                          hidden_dim=hidden_dim, eval_noise=eval_noise, eval_seed=eval_seed)
         self.classifier = SequenceClassifier(config, num_classes, pooling=pooling)
 
+    def pretrained_arguments(self) -> dict[str, Any]:
+        return {**super().pretrained_arguments(), "num_classes": self.classifier.num_classes}
+
     @property
     def sequence_model(self) -> SequenceClassifier:
         return self.classifier
@@ -306,6 +319,11 @@ class GraphBridgeRegressor(_GraphBridgeModel):
                          hidden_dim=hidden_dim, eval_noise=eval_noise, eval_seed=eval_seed)
         self.regressor = SequenceRegressor(config, pooling, target_mean=target_mean,
                                            target_std=target_std)
+
+    def pretrained_arguments(self) -> dict[str, Any]:
+        head = self.regressor.pretrained_arguments()
+        return {**super().pretrained_arguments(), "target_mean": head["target_mean"],
+                "target_std": head["target_std"]}
 
     @property
     def sequence_model(self) -> SequenceRegressor:

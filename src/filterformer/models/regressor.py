@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 from ..attention import AttentionMaps
 from ..nn import SequencePooling
 from .config import TransformerConfig
+from .saved_model import SavesPretrained
 from .transformer import Transformer
 
 __all__ = ["RegressionOutput", "SequenceRegressor"]
@@ -36,7 +38,7 @@ class RegressionOutput:
     attention_maps: tuple[AttentionMaps, ...] | None = None
 
 
-class SequenceRegressor(nn.Module):
+class SequenceRegressor(nn.Module, SavesPretrained):
     """Transformer, pooling over real tokens, then a linear head with one output.
 
     The head predicts the standardised target ``z = (y − target_mean) / target_std`` and is
@@ -72,6 +74,10 @@ class SequenceRegressor(nn.Module):
         self.head = nn.Linear(config.dim, self.num_outputs)
         self.register_buffer("target_mean", torch.tensor(float(target_mean)))
         self.register_buffer("target_std", torch.tensor(float(target_std)))
+
+    def pretrained_arguments(self) -> dict[str, Any]:
+        return {"pooling": self.pool.mode, "target_mean": self.target_mean.item(),
+                "target_std": self.target_std.item()}
 
     def standardize(self, targets: Tensor) -> Tensor:
         """``(targets − target_mean) / target_std``, any shape."""

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from ..attention import AttentionContext, AttentionMaps, DecodingCache, build_attention
 from ..nn import InputEmbedding, LayerFusion, TransformerBlock
 from .config import TransformerConfig
+from .saved_model import SavesPretrained
 
 __all__ = ["Transformer", "TransformerOutput"]
 
@@ -34,7 +35,7 @@ class TransformerOutput:
     cache: DecodingCache | None = None
 
 
-class Transformer(nn.Module):
+class Transformer(nn.Module, SavesPretrained):
     """A stack of Transformer blocks whose attention is chosen per layer by name.
 
     Args:

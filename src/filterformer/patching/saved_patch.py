@@ -27,10 +27,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..weight_files import remove_weight_files
 from .absent_modules import absent_modules
 from .options import PatchSpec, method_options, parse_patch_spec
 from .state import PatchState, get_patch_state
-from .weight_files import remove_weight_files
 
 __all__ = [
     "BACKENDS",

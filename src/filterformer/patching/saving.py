@@ -5,6 +5,10 @@ A saved directory holds what the model's own library would write (a Hugging Face
 in timm's layout with the architecture and ``create_model`` arguments, and ``model.safetensors``)
 plus ``filterformer.json``, which says how to patch the rebuilt model before its weights are
 loaded (:mod:`~filterformer.patching.saved_patch`).
+
+filterformer's own models (:class:`~filterformer.models.CausalLM`, ...) need no patch: both
+functions save and rebuild them as their own ``save_pretrained`` / ``from_pretrained`` do
+(:mod:`~filterformer.models.saved_model`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from ..families.hf_directory import load_config
+from ..models.saved_model import SavesPretrained, is_saved_model_directory, load_saved_model
+from ..weight_files import WEIGHTS_FILE, read_weights, remove_weight_files, take_saved_dtype
 from .absent_modules import remove_modules
 from .api import patch, patch_for_inspection
 from .options import PatchSpec
@@ -31,7 +37,6 @@ from .saved_patch import (
     write_patch_file,
 )
 from .state import PatchState, get_patch_state
-from .weight_files import WEIGHTS_FILE, read_weights, remove_weight_files
 
 __all__ = ["from_pretrained", "save_pretrained"]
 
@@ -58,7 +63,8 @@ def save_pretrained(
     that it holds one set of weights, this model's.
 
     Args:
-        model: a model patched by :func:`~filterformer.patching.patch`.
+        model: a model patched by :func:`~filterformer.patching.patch`, or one of
+            filterformer's own models (saved by its ``save_pretrained``).
         directory: where to save (created if needed).
         create_kwargs: timm only: the keyword arguments the model was created with
             (``timm.create_model(name, img_size=..., depth=..., ...)``), JSON values. Recent timm
@@ -72,11 +78,18 @@ def save_pretrained(
         ``directory`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ValueError: for a model that is not patched, an argument its library does not take (or
-            ``variant``, whose file :func:`from_pretrained` would not read), or timm
+        ValueError: for a model that is neither patched nor filterformer's own, an argument
+            its library does not take (or ``variant``, whose file :func:`from_pretrained` would
+            not read), or timm
             ``create_kwargs`` that do not rebuild the model (naming the weights that differ).
     """
     state = get_patch_state(model)
+    if state is None and isinstance(model, SavesPretrained):
+        extra = sorted(save_kwargs) + (["create_kwargs"] if create_kwargs is not None else [])
+        if extra:
+            raise ValueError(f"unknown argument(s) {extra} for a {type(model).__name__}: "
+                             "it is saved with its config; save_pretrained(model, directory)")
+        return model.save_pretrained(directory)
     if state is None:
         raise ValueError(
             f"save_pretrained saves a patched model with its patch, and this "
@@ -106,7 +119,7 @@ def save_pretrained(
 
 def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     """Rebuild a model saved by :func:`save_pretrained`: the base model, patched, every weight
-    loaded, in eval mode.
+    loaded, in eval mode (or filterformer's own model, as its ``from_pretrained`` does).
 
     Hugging Face models are rebuilt as the class that was saved (``BertModel``,
     ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
@@ -122,6 +135,8 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
             patched model exactly (the missing, unexpected and mis-shaped keys are named).
     """
     directory = Path(directory)
+    if not (directory / PATCH_FILE).is_file() and is_saved_model_directory(directory):
+        return load_saved_model(directory)
     saved = read_patch_file(directory)
     if saved.backend == "transformers":
         model = _build_transformers(directory, saved.model)
@@ -129,7 +144,7 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
         model = _build_timm(directory, saved.model)
     remove_modules(model, saved.without_modules, directory / PATCH_FILE)
     weights = read_weights(directory)
-    _take_saved_dtype(model, weights)
+    take_saved_dtype(model, weights)
     patch(model, saved.spec.method, **saved.spec.options())
     _load_strictly(model, weights, directory, saved.spec)
     return model.eval()
@@ -271,12 +286,6 @@ def _is_json(value: Any) -> bool:
 
 
 # ----- weights ------------------------------------------------------------------------------
-
-
-def _take_saved_dtype(model: nn.Module, weights: Mapping[str, Tensor]) -> None:
-    dtypes = {t.dtype for t in weights.values() if t.is_floating_point()}
-    if len(dtypes) == 1:
-        model.to(dtypes.pop())
 
 
 def _load_strictly(

@@ -24,6 +24,7 @@ from .run_config import (
     default_task_options,
     run_identity,
 )
+from .run_model import LoadedRun, load_run
 from .trainer import Trainer, TrainResult, train
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "PRECISIONS",
     "SESSION_FIELDS",
     "DistributedContext",
+    "LoadedRun",
     "OptimizerConfig",
     "ScheduleConfig",
     "TrainConfig",
@@ -48,6 +50,7 @@ __all__ = [
     "load_checkpoint",
     "load_config",
     "load_model_state",
+    "load_run",
     "lr_factor",
     "method_changes",
     "method_names",

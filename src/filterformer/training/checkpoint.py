@@ -24,6 +24,7 @@ from torch import nn
 
 from ..data.cache import atomic_write, atomic_write_leftovers
 from ..models import Transformer, TransformerConfig
+from ..strict_loading import load_weights
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -127,41 +128,13 @@ def load_checkpoint(
 
 def load_model_state(model: nn.Module, state_dict: Mapping[str, torch.Tensor], path: Any) -> None:
     """Load ``state_dict`` into ``model``; missing, unexpected, reshaped or non-finite
-    parameters raise.
+    parameters raise (:func:`~filterformer.strict_loading.load_weights`).
 
     Raises:
         ValueError: naming the checkpoint file and the first mismatching or non-finite
             parameters.
     """
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state_dict))
-    unexpected = sorted(set(state_dict) - set(expected))
-    reshaped = [
-        f"{name}: checkpoint {tuple(state_dict[name].shape)} vs model {tuple(tensor.shape)}"
-        for name, tensor in expected.items()
-        if name in state_dict and state_dict[name].shape != tensor.shape
-    ]
-    problems = []
-    if missing:
-        problems.append(f"missing {_first(missing)}")
-    if unexpected:
-        problems.append(f"unexpected {_first(unexpected)}")
-    if reshaped:
-        problems.append(f"shape mismatch {_first(reshaped)}")
-    if problems:
-        raise ValueError(
-            f"checkpoint {path} does not fit this model ({'; '.join(problems)}); was it saved "
-            "with another model configuration?"
-        )
-    # Parameters only: a buffer may hold infinities on purpose (e.g. an attention mask).
-    non_finite = [name for name, _ in model.named_parameters()
-                  if name in state_dict and not torch.isfinite(state_dict[name]).all()]
-    if non_finite:
-        raise ValueError(
-            f"checkpoint {path} holds non-finite weights (NaN or infinity in "
-            f"{_first(non_finite)}): the training that saved it diverged"
-        )
-    model.load_state_dict(state_dict)
+    load_weights(model, state_dict, f"checkpoint {path}")
 
 
 def check_same_config(
@@ -183,11 +156,6 @@ def _differences(saved: Any, current: Any, prefix: str) -> list[str]:
     if saved != current:
         return [f"{prefix.rstrip('.')}: checkpoint {saved!r}, now {current!r}"]
     return []
-
-
-def _first(names: list[str], count: int = 3) -> str:
-    more = f" and {len(names) - count} more" if len(names) > count else ""
-    return ", ".join(names[:count]) + more
 
 
 # -- random streams ------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """What a run shows while it trains, and what a comparison shows between runs.
 
 :class:`TrainProgress` follows one training run: a tqdm bar when its stream is a terminal, else a
-plain line every ``interval_s`` seconds and after each validation (a log file or a pipe gets
-lines it can keep, not carriage returns)::
+plain line every ``interval_s`` seconds, when an evaluation starts and after it ends (a log file
+or a pipe gets lines it can keep, not carriage returns)::
 
+    softmax seed 0: step 92/138 (67%), evaluating on the validation split (250 items)
     softmax seed 0: step 92/138 (67%), epoch 2/3, loss 2.1136, validation accuracy 0.3000,
     21.0 steps/s, about 2 s left
+    softmax seed 0: testing the best checkpoint (step 92) on the test split (250 items)
+    softmax seed 0: test accuracy 0.3120 (evaluated in 1 s)
 
 :class:`RunsProgress` follows a comparison: runs done of all runs and the time left, estimated
 from the durations of the runs trained so far.
@@ -48,6 +51,8 @@ class TrainProgress:
         initial: steps already done (a resumed run).
         steps_per_epoch: optimiser steps per pass over the training split.
         enabled: False shows nothing (``--quiet``, processes other than rank 0).
+        bar: False writes plain lines even to a terminal (a comparison's worker processes,
+            whose bars would overwrite each other).
         stream: where the bar or lines go; ``sys.stderr`` (at construction) when None.
         interval_s: seconds between two plain lines.
         clock: monotonic seconds (``time.monotonic``; replaceable in tests).
@@ -61,6 +66,7 @@ class TrainProgress:
         initial: int = 0,
         steps_per_epoch: int,
         enabled: bool = True,
+        bar: bool = True,
         stream: TextIO | None = None,
         interval_s: float = LINE_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
@@ -69,7 +75,7 @@ class TrainProgress:
         self.steps_per_epoch = steps_per_epoch
         self.stream = stream if stream is not None else sys.stderr
         self.interval_s, self.clock = interval_s, clock
-        self.lines = enabled and not _is_terminal(self.stream)
+        self.lines = enabled and not (bar and _is_terminal(self.stream))
         self.bar = None
         if enabled and not self.lines:
             self.bar = tqdm(total=total, initial=initial, desc=label, file=self.stream,
@@ -78,6 +84,7 @@ class TrainProgress:
         self.last_line_time = self.start_time
         self.loss_sum, self.loss_count = 0.0, 0
         self.validation: tuple[str, float] | None = None
+        self.evaluation_started: float | None = None
         if self.lines:
             resumed = f", resumed at step {initial}" if initial else ""
             self._write(f"{label}: {total} steps, {self.epochs} epoch(s){resumed}")
@@ -102,6 +109,18 @@ class TrainProgress:
         elif self.lines and self.clock() - self.last_line_time >= self.interval_s:
             self._write_status()
 
+    def evaluating(self, split: str, items: int, best_step: int | None = None) -> None:
+        """An evaluation of ``split`` (``items`` sequences or graphs) starts; ``best_step`` is
+        the step of the checkpoint tested, for the final test."""
+        self.evaluation_started = self.clock()
+        if self.bar is not None:
+            self.bar.set_postfix({**self._postfix(None), "evaluating": split}, refresh=True)
+        elif self.lines:
+            what = (f"testing the best checkpoint (step {best_step}) on" if best_step is not None
+                    else f"step {self.step}/{self.total} ({100 * self.step / self.total:.0f}%), "
+                         "evaluating on")
+            self._write(f"{self.label}: {what} the {split} split ({items} items)")
+
     def validated(self, metric: str, value: float) -> None:
         """A validation finished: ``metric`` (the one that selects checkpoints) is ``value``."""
         self.validation = (metric, value)
@@ -109,6 +128,16 @@ class TrainProgress:
             self.bar.set_postfix(self._postfix(None), refresh=True)
         elif self.lines:
             self._write_status()
+
+    def tested(self, metric: str, value: float) -> None:
+        """The final test finished: ``metric`` is ``value``."""
+        if self.bar is not None:
+            self.bar.set_postfix({**self._postfix(None), f"test_{metric}": f"{value:.4f}"},
+                                 refresh=True)
+        elif self.lines:
+            took = ("" if self.evaluation_started is None else
+                    f" (evaluated in {format_duration(self.clock() - self.evaluation_started)})")
+            self._write(f"{self.label}: test {metric} {value:.4f}{took}")
 
     def close(self) -> None:
         if self.bar is not None:

@@ -72,6 +72,7 @@ from .progress import TrainProgress
 from .resources import PeakMemory, StepTimer
 from .run_config import TrainConfig, run_identity
 from .run_files import write_json
+from .run_model import model_entries
 from .training_cost import TrainingCost
 
 __all__ = ["TrainResult", "Trainer", "train"]
@@ -134,6 +135,8 @@ class Trainer:
         context: the process group (joined from torchrun's environment when None).
         model_config: the model's resolved configuration on ``task`` (resolved from ``config``
             when None; :func:`~filterformer.training.model_building.resolve_model_config`).
+        progress_bar: with ``config.progress``, a bar on a terminal; False writes plain lines
+            wherever stderr goes (:class:`~filterformer.training.progress.TrainProgress`).
 
     Raises:
         ValueError: before the task loads, when ``output_dir`` is no directory files can be
@@ -149,8 +152,10 @@ class Trainer:
         resume: bool = False,
         context: DistributedContext | None = None,
         model_config: ModelConfig | None = None,
+        progress_bar: bool = True,
     ) -> None:
         self.config = config
+        self.progress_bar = progress_bar
         self.context = context or setup_distributed(config.device)
         self.device = self.context.device
         self.run_dir = Path(config.output_dir)
@@ -174,6 +179,8 @@ class Trainer:
         seed_everything(config.seed)
         self.model = build_model(self.model_config, self.task, config.pooling).to(self.device)
         self.num_parameters = count_parameters(self.model)
+        #: What every checkpoint records so that the model is rebuilt without the task.
+        self.model_entries = model_entries(self.model, self.task)
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
         self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
@@ -213,6 +220,7 @@ class Trainer:
             "config": self.config.to_dict(),
             "model_config": self.model_config.to_dict(),
             "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            **self.model_entries,
         }
 
     def _cost_now(self) -> TrainingCost:
@@ -354,16 +362,20 @@ class Trainer:
             save_config(config, self.run_dir / "config.yaml")
         self.memory.reset()
         self.stretch_started = time.perf_counter()
-        try:
-            stopped = self._train_loop()
-        except TrainingDiverged as diverged:
-            self._write_summary(self._result(self._cost_now(), None, diverged=diverged.to_dict()))
-            raise
-        test = None
-        if not stopped:
-            self._load_best()
-            test = self._evaluate("test")
-            self.log.log({"step": self.step, "epoch": self.epoch, "split": "test", **test})
+        with self._progress() as progress:
+            try:
+                stopped = self._train_loop(progress)
+            except TrainingDiverged as diverged:
+                self._write_summary(self._result(self._cost_now(), None,
+                                                 diverged=diverged.to_dict()))
+                raise
+            test = None
+            if not stopped:
+                self._load_best()
+                progress.evaluating("test", len(self.task.test), best_step=self.best_step)
+                test = self._evaluate("test")
+                progress.tested(self.selection_metric, test[self.selection_metric])
+                self.log.log({"step": self.step, "epoch": self.epoch, "split": "test", **test})
         # The figures of the last checkpoint, written at the last step trained: a later resume
         # starts from them (and, with nothing left to train, reports them as they are).
         result = self._result(self.cost, test)
@@ -391,20 +403,22 @@ class Trainer:
                    "config": config.to_dict(), "model_config": self.model_config.to_dict()}
         write_json(self.run_dir / "summary.json", finite_json(summary))
 
-    def _train_loop(self) -> bool:
-        """Run the remaining steps; True when stopped early by ``stop_after``."""
+    def _progress(self) -> TrainProgress:
         config = self.config
-        label = f"{config.method or 'train'} seed {config.seed}"
-        with TrainProgress(label, self.total_steps, initial=self.step,
-                           steps_per_epoch=self.steps_per_epoch,
-                           enabled=config.progress and self.context.is_main) as progress:
-            while self.step < self.total_steps:
-                for batch in self.epoch_batches():
-                    if self.train_batch(batch, progress):
-                        return True
-                    if self.step == self.total_steps:
-                        return False
-            return False
+        return TrainProgress(f"{config.method or 'train'} seed {config.seed}", self.total_steps,
+                             initial=self.step, steps_per_epoch=self.steps_per_epoch,
+                             enabled=config.progress and self.context.is_main,
+                             bar=self.progress_bar)
+
+    def _train_loop(self, progress: TrainProgress) -> bool:
+        """Run the remaining steps; True when stopped early by ``stop_after``."""
+        while self.step < self.total_steps:
+            for batch in self.epoch_batches():
+                if self.train_batch(batch, progress):
+                    return True
+                if self.step == self.total_steps:
+                    return False
+        return False
 
     def epoch_batches(self) -> DataLoader:
         """This process's collated batches for the rest of the current epoch, in the order
@@ -445,6 +459,7 @@ class Trainer:
             end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
         )
         if validate:
+            progress.evaluating("validation", len(self.task.validation))
             progress.validated(self.selection_metric, self._validate()[self.selection_metric])
         stop = (config.stop_after is not None and not last
                 and self.step - self.session_start >= config.stop_after)

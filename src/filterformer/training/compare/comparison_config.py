@@ -21,6 +21,7 @@ from ...methods import DEFAULT_METHODS, method_changes
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
 from ..run_config import TrainConfig, check_seed
+from .pretrained_defaults import drop_default_architecture, patchable_default_methods
 
 __all__ = [
     "DEFAULT_COMPARE_CONFIG",
@@ -231,9 +232,17 @@ def load_compare_config(
         options: :class:`CompareConfig` fields (``methods``, ``seeds``, ``baseline``, …) that
             win over the file's ``compare:`` section; a name in ``methods`` that names a mapping
             entry of the file's ``compare.methods`` picks that entry.
+
+    With ``pretrained``, defaults the user did not set give way, with a warning naming them:
+    the built-in comparison's model fields, and the default methods no patch expresses
+    (:mod:`~filterformer.training.compare.pretrained_defaults`).
     """
     if path is None:
         data, section = copy.deepcopy(DEFAULT_COMPARE_CONFIG), {}
+        # The built-in architecture gives way to a pretrained model's, unless the user set it.
+        data = drop_default_architecture(apply_overrides(data, overrides), DEFAULT_COMPARE_CONFIG,
+                                         apply_overrides({}, overrides))
+        overrides = ()
     else:
         data = read_config_file(path)
         section = data.pop("compare", None) or {}
@@ -251,5 +260,9 @@ def load_compare_config(
         options["methods"] = [named.get(m, m) if isinstance(m, str) else m
                               for m in options["methods"]]
     base = TrainConfig.from_dict(apply_overrides(data, overrides))
+    if base.pretrained is not None and options.get("methods") is None and (
+        "methods" not in section
+    ):
+        options["methods"] = patchable_default_methods(base.pretrained, base.model)
     return dataclass_from_dict(CompareConfig, {**section, **options, "base": base},
                                prefix="compare.")

@@ -25,7 +25,6 @@ the reason, the comparison goes on with the others, and running it again reuses 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import multiprocessing
 import os
@@ -256,14 +255,15 @@ def _outcome(summary: dict[str, Any]) -> str:
             + ("train time unknown" if seconds is None else f"{seconds:.1f} s"))
 
 
-def _train(run: PlannedRun, task: Any, *, progress: bool) -> float:
-    """Train one run to its end (or to its divergence, which its ``summary.json`` records);
-    its wall time in seconds."""
+def _train(run: PlannedRun, task: Any, *, bar: bool) -> float:
+    """Train one run to its end (or to its divergence, which its ``summary.json`` records),
+    showing its progress as its config says (``bar=False``: plain lines, never a bar); its wall
+    time in seconds."""
     started = time.perf_counter()
-    run_config = run.config if progress else dataclasses.replace(run.config, progress=False)
     # A divergence is recorded in the run's summary.json; the comparison goes on with the others.
     with contextlib.suppress(TrainingDiverged):
-        Trainer(run_config, task=task, resume=run.resume, model_config=run.model_config).fit()
+        Trainer(run.config, task=task, resume=run.resume, model_config=run.model_config,
+                progress_bar=bar).fit()
     return time.perf_counter() - started
 
 
@@ -271,7 +271,7 @@ def _train_here(pending: list[PlannedRun], task: Any) -> Iterator[tuple[PlannedR
     """Train the runs one after another in this process; yields ``(run, seconds)``."""
     for run in pending:
         try:
-            duration = _train(run, task, progress=True)
+            duration = _train(run, task, bar=True)
         except Exception as error:
             raise RunFailedError([(run, error)]) from error
         yield run, duration
@@ -301,8 +301,9 @@ def _start_worker(task_bytes: bytes, threads: int, parent_pid: int) -> None:
 
 
 def _train_in_worker(run: PlannedRun) -> float:
-    # Bars from several processes would overwrite each other: the comparison's lines report.
-    return _train(run, _worker_task, progress=False)
+    # Bars from several processes would overwrite each other: each run writes plain lines,
+    # which name the run.
+    return _train(run, _worker_task, bar=False)
 
 
 def _train_in_workers(

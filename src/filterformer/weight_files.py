@@ -1,4 +1,6 @@
-"""The weight files of a saved model: one ``model.safetensors``, or shards named by an index.
+"""The weight files of a saved model: one ``model.safetensors``, or shards named by an index
+(patched models, :mod:`filterformer.patching.saving`; filterformer's own,
+:mod:`filterformer.models.saved_model`).
 
 A directory holds exactly one of the two layouts. A save removes the files of an earlier save
 first, of either layout, so that a loader can never pick an earlier model's weights; a directory
@@ -10,15 +12,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-from torch import Tensor
+from torch import Tensor, nn
 
 __all__ = [
     "WEIGHTS_FILE",
     "WEIGHTS_INDEX",
     "read_weights",
     "remove_weight_files",
+    "take_saved_dtype",
 ]
 
 #: The single-file layout.
@@ -86,6 +90,13 @@ def read_weights(directory: str | Path) -> dict[str, Tensor]:
             )
         weights.update(tensors)
     return weights
+
+
+def take_saved_dtype(model: nn.Module, weights: Mapping[str, Tensor]) -> None:
+    """Give ``model`` the dtype of ``weights``' floating-point tensors, when they have one."""
+    dtypes = {t.dtype for t in weights.values() if t.is_floating_point()}
+    if len(dtypes) == 1:
+        model.to(dtypes.pop())
 
 
 def _weight_map(index: Path) -> dict[str, set[str]]:
