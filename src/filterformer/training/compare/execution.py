@@ -184,9 +184,13 @@ def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
 def check_stopped_run(config: TrainConfig) -> None:
     """Refuse a stopped run (its ``last.pt``) saved with another configuration than ``config``,
     as :func:`finished_summary` refuses a finished one: before any run of the comparison trains.
-    """
+    A checkpoint that cannot be read is left to the run, which fails naming it
+    (:class:`RunFailedError`) while the other runs go on."""
     path = Path(config.output_dir) / "checkpoints" / "last.pt"
-    saved = load_checkpoint(path, required=("config",))["config"]
+    try:
+        saved = load_checkpoint(path, required=("config",))["config"]
+    except ValueError:
+        return
     check_same_config(run_identity(saved), run_identity(config.to_dict()), path,
                       hint=OTHER_COMPARISON_HINT)
 
