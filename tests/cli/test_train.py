@@ -84,6 +84,43 @@ def test_resume_continues_a_stopped_run_to_the_same_weights(tmp_path):
     assert all(torch.equal(whole[k], parts[k]) for k in whole)
 
 
+def test_resume_continues_the_run_as_saved_whatever_the_config_file_says(tmp_path, capsys):
+    """The README's order: a run started with --set options, then resumed with the config file
+    alone, continues with the saved options (and says where the file differs)."""
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, epochs=2))
+    changed = ["--set", "method=gfsa+neutreno", f"optimizer.lr={random.uniform(1e-3, 3e-3)}"]
+    args = ["train", "--config", str(config)]
+    assert main([*args, *changed, "--output-dir", str(tmp_path / "whole")]) == 0
+    parts = ["--output-dir", str(tmp_path / "parts")]
+    assert main([*args, *changed, *parts, "--set", "stop_after=5"]) == 0
+    capsys.readouterr()
+    assert main([*args, *parts, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert "resuming the run as saved in" in err
+    assert "method: saved 'gfsa+neutreno', asked None" in err and "optimizer.lr: saved" in err
+    whole, resumed = weights(tmp_path / "whole"), weights(tmp_path / "parts")
+    assert all(torch.equal(whole[k], resumed[k]) for k in whole)
+    assert load_config(tmp_path / "parts" / "config.yaml").method == "gfsa+neutreno"
+
+
+def test_resume_refuses_an_option_that_changes_the_run_naming_the_ways_out(tmp_path, capsys):
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, epochs=2))
+    args = ["train", "--config", str(config), "--output-dir", str(tmp_path / "run")]
+    assert main([*args, "--set", "method=gfsa", "stop_after=3"]) == 0
+    saved = weights(tmp_path / "run")
+    capsys.readouterr()
+    assert main([*args, "--resume", "--set", "method=neutreno"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("filterformer train: error: ")
+    assert "method: checkpoint 'gfsa', now 'neutreno'" in err
+    assert "resume without the options" in err and "--output-dir DIR" in err
+    after = weights(tmp_path / "run")
+    assert all(torch.equal(saved[k], after[k]) for k in saved)
+    # Session keys may change on resume: the run goes on.
+    assert main([*args, "--resume", "--quiet"]) == 0
+    assert (tmp_path / "run" / "summary.json").is_file()
+
+
 #: What each of torchrun's 2 processes runs: every `filterformer train` given (JSON argument
 #: lists) in one process group, joined once here (joining a second one in the same torchrun job
 #: hangs), so that one torchrun start serves several runs.

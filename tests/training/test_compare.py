@@ -121,8 +121,26 @@ def test_a_changed_budget_is_not_mixed_with_finished_runs(tmp_path):
     changed = load_compare_config(None, [*TINY, "max_steps=4", f"output_dir={tmp_path}"],
                                   **options)
     with pytest.raises(ValueError, match=r"summary.json was saved with another configuration: "
-                                         r"max_steps: checkpoint 3, now 4"):
+                                         r"max_steps: checkpoint 3, now 4; .*needs a directory "
+                                         r"of its own: give it one with --output-dir DIR"):
         compare(changed, task=task, echo=lambda line: None)
+
+
+def test_a_stopped_run_with_another_budget_is_refused_before_anything_trains(tmp_path):
+    """A comparison whose stopped run was saved with another budget fails before any run
+    trains, naming the checkpoint and --output-dir (not half-way, from the trainer)."""
+    task = majority_task(num_train=48, num_eval=16)
+    options = {"methods": ["gfsa", "softmax"], "seeds": [0], "diagnostics_batches": 1}
+    stopped = load_compare_config(None, [*TINY, "max_steps=6", f"output_dir={tmp_path}"],
+                                  **options)
+    Trainer(dataclasses.replace(stopped.run_config("softmax", 0), stop_after=2), task=task).fit()
+    changed = load_compare_config(None, [*TINY, "max_steps=5", f"output_dir={tmp_path}"],
+                                  **options)
+    with pytest.raises(ValueError, match=r"softmax/seed-0/checkpoints/last.pt was saved with "
+                                         r"another configuration: max_steps: checkpoint 6, now "
+                                         r"5; .*--output-dir DIR"):
+        compare(changed, task=task, echo=lambda line: None)
+    assert not Path(changed.run_config("gfsa", 0).output_dir).exists()
 
 
 def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):

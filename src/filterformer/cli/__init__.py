@@ -1,7 +1,8 @@
 """The ``filterformer`` command.
 
 Each sub-command is a module of this package with ``add_arguments(parser)`` and ``run(args)``;
-``COMMANDS`` lists them in the order ``--help`` shows them. Every failure ends in one line,
+``COMMANDS`` lists them in the order ``--help`` shows them; ``--version`` prints the package's
+version. A mistyped option prints its sub-command's usage and error. Every failure ends in one line,
 ``filterformer COMMAND: error: ...``, and exit status 2; ``--debug`` shows the traceback instead.
 """
 
@@ -13,6 +14,7 @@ import signal
 import sys
 import threading
 
+from .. import __version__
 from .failures import command_warnings, describe_failure
 
 __all__ = ["main"]
@@ -25,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="filterformer",
         description="Self-attention as a graph filter: train, compare and diagnose Transformers.",
     )
+    parser.add_argument("--version", action="version", version=f"filterformer {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="on a failure, show the Python traceback instead of a one-line error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -33,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         doc = (module.__doc__ or "").strip().splitlines()[0]
         command = sub.add_parser(name, help=doc, description=module.__doc__)
         module.add_arguments(command)
-        command.set_defaults(_module=module)
+        command.set_defaults(_module=module, _parser=command)
     return parser
 
 
@@ -46,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     Ctrl-C does: ``compare`` stops its worker processes, and runs under way resume from their
     last checkpoints next time."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # A sub-command's own usage and error (argparse would show the top-level usage).
+        command = parser if args.command is None else args._parser
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 2

@@ -2,18 +2,20 @@
 
 Trains every method with every seed under the same budget, then writes results.json,
 results.csv, figures and report.html into the output directory. With no arguments it runs the
-built-in comparison (ListOps, 7 methods, 3 seeds; minutes on a laptop CPU). Re-running with the
-same output directory reuses finished runs and resumes stopped ones. Runs train several at once,
-each in its own process (--jobs), with the same results as one after another; each run reports
-its steps and evaluations while it trains, and a line per finished run says how many are done
-and the time left.
+built-in comparison (ListOps, 7 methods, 3 seeds). Re-running with the same output directory
+reuses finished runs and resumes stopped ones; a comparison with another budget (--set, --config)
+needs an output directory of its own (--output-dir), and is refused in one that holds another.
+Runs train several at once, each in its own process (--jobs), with the same results as one after
+another; each run reports its steps and evaluations while it trains, and a line per finished run
+says how many are done and the time left.
 
 Examples:
   filterformer compare
   filterformer compare --jobs 1 --quiet
   filterformer compare --compile --methods softmax gfsa
   filterformer compare --config experiments/c3_japanese_vowels_lr.yaml --dry-run
-  filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8
+  filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8 \
+      --output-dir runs/epochs8
   filterformer compare --config configs/compare_listops.yaml --output-dir runs/listops
 """
 

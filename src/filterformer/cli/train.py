@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import yaml
 
@@ -32,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "method=gfsa+neutreno")
     parser.add_argument("--output-dir", metavar="DIR", help="the run directory (output_dir)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the run in the output directory from its last checkpoint")
+                        help="continue the run in the output directory from its last checkpoint, "
+                             "with the configuration it was saved with (--config only locates "
+                             "the run; --set may change session keys such as progress)")
     parser.add_argument("--compile", action="store_true",
                         help="compile the training step with torch.compile (compile=true): the "
                              "same results up to round-off, faster steps after a first one "
@@ -48,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here so that `filterformer --help` stays fast.
     from ..training import load_config, train
     from ..training.distributed import torchrun_rank, torchrun_world_size
+    from ..training.resumed_config import resumed_config
 
     overrides = list(args.overrides)
     if args.output_dir:
@@ -57,6 +61,13 @@ def run(args: argparse.Namespace) -> int:
     if args.compile:
         overrides.append("compile=true")
     config = load_config(args.config, overrides)
+    if args.resume:
+        resumed = resumed_config(config, overrides)
+        config = resumed.config
+        if resumed.ignored and torchrun_rank() == 0:
+            print(f"resuming the run as saved in {resumed.checkpoint}; it differs from "
+                  f"{args.config or 'the defaults'} in {'; '.join(resumed.ignored)} "
+                  "(the saved values are kept)", file=sys.stderr)
     if args.print_config:
         print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
         return 0

@@ -29,6 +29,7 @@ from ..strict_loading import load_weights
 __all__ = [
     "CHECKPOINT_FORMAT",
     "check_same_config",
+    "config_differences",
     "load_backbone",
     "load_checkpoint",
     "load_model_state",
@@ -138,23 +139,37 @@ def load_model_state(model: nn.Module, state_dict: Mapping[str, torch.Tensor], p
 
 
 def check_same_config(
-    saved: Mapping[str, Any], current: Mapping[str, Any], path: Any, prefix: str = ""
+    saved: Mapping[str, Any], current: Mapping[str, Any], path: Any, prefix: str = "",
+    hint: str = "",
 ) -> None:
-    """Raise ValueError naming the file and every key where two config dicts differ."""
-    differences = _differences(saved, current, prefix)
+    """Raise ValueError naming the file and every key where two config dicts differ.
+
+    Args:
+        saved: the configuration the file was saved with.
+        current: the configuration asked for now.
+        path: the file, named in the message.
+        prefix: put before every key (``model.``).
+        hint: appended to the message: what the reader can do about it.
+    """
+    differences = config_differences(saved, current, prefix)
     if differences:
         shown = "; ".join(differences[:5]) + ("; …" if len(differences) > 5 else "")
-        raise ValueError(f"{path} was saved with another configuration: {shown}")
+        raise ValueError(f"{path} was saved with another configuration: {shown}{hint}")
 
 
-def _differences(saved: Any, current: Any, prefix: str) -> list[str]:
+def config_differences(
+    saved: Any, current: Any, prefix: str = "", labels: tuple[str, str] = ("checkpoint", "now")
+) -> list[str]:
+    """Every key where two (nested) config dicts differ, as ``key: <label> value, <label>
+    value``, in sorted key order; ``labels`` name the two sides."""
     if isinstance(saved, Mapping) and isinstance(current, Mapping):
         found = []
         for key in sorted(set(saved) | set(current), key=str):
-            found.extend(_differences(saved.get(key), current.get(key), f"{prefix}{key}."))
+            found.extend(config_differences(saved.get(key), current.get(key), f"{prefix}{key}.",
+                                            labels))
         return found
     if saved != current:
-        return [f"{prefix.rstrip('.')}: checkpoint {saved!r}, now {current!r}"]
+        return [f"{prefix.rstrip('.')}: {labels[0]} {saved!r}, {labels[1]} {current!r}"]
     return []
 
 

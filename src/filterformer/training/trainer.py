@@ -79,6 +79,10 @@ __all__ = ["TrainResult", "Trainer", "train"]
 
 # What reading a checkpoint back takes: every checkpoint's model, a resumed one's training state.
 _MODEL_ENTRIES = ("config", "model_config", "model")
+#: The ways out of a checkpoint saved with another configuration.
+_OTHER_RUN_HINT = ("; resume with the configuration it was saved with (filterformer train "
+                   "--resume without the options that change these keys), or start a new run in "
+                   "another output_dir (--output-dir DIR)")
 _TRAINING_ENTRIES = ("optimizer", "scheduler", "scaler", "step", "epoch", "epoch_step", "best",
                      "pending", "rng")
 
@@ -258,8 +262,9 @@ class Trainer:
         if self.context.is_main:
             state = load_checkpoint(path, required=required)
             check_same_config(run_identity(state["config"]), run_identity(self.config.to_dict()),
-                              path)
-            check_same_config(state["model_config"], self.model_config.to_dict(), path, "model.")
+                              path, hint=_OTHER_RUN_HINT)
+            check_same_config(state["model_config"], self.model_config.to_dict(), path, "model.",
+                              hint=_OTHER_RUN_HINT)
         state = self.context.broadcast_object(state)
         load_model_state(self.model, state["model"], path)
         return state

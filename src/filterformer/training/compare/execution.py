@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from ...checks import check_integer
-from ..checkpoint import check_same_config
+from ..checkpoint import check_same_config, load_checkpoint
 from ..divergence import TrainingDiverged
 from ..model_building import ModelConfig
 from ..progress import RunsProgress
@@ -51,9 +51,11 @@ from .comparison_config import CompareConfig
 from .parent_watch import end_with_parent
 
 __all__ = [
+    "OTHER_COMPARISON_HINT",
     "FinishedRun",
     "PlannedRun",
     "RunFailedError",
+    "check_stopped_run",
     "default_jobs",
     "finished_summary",
     "train_runs",
@@ -153,13 +155,19 @@ def default_jobs(device: str, threads: int) -> int:
     return max(1, available_cpus() // max(threads, 1))
 
 
+#: The way out of a comparison directory that holds runs with another budget.
+OTHER_COMPARISON_HINT = ("; a comparison with another budget (task, model, training) needs a "
+                         "directory of its own: give it one with --output-dir DIR (output_dir)")
+
+
 def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
     """A finished run's summary when it was trained with ``config``; None when unfinished.
 
     Raises:
         CorruptRunFileError: naming the run's ``summary.json`` when it cannot be read (the
             comparison then finishes the run again: :func:`train_runs`).
-        ValueError: when the run directory holds a run trained with another configuration.
+        ValueError: when the run directory holds a run trained with another configuration
+            (naming the keys, and ``--output-dir`` as the way out).
     """
     path = Path(config.output_dir) / "summary.json"
     if not path.exists():
@@ -167,8 +175,23 @@ def finished_summary(config: TrainConfig) -> dict[str, Any] | None:
     summary = read_json(path, recovery=SUMMARY_RECOVERY)
     if not isinstance(summary.get("config"), dict):
         raise CorruptRunFileError(path, "it holds no run configuration", SUMMARY_RECOVERY)
-    check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path)
+    check_same_config(run_identity(summary["config"]), run_identity(config.to_dict()), path,
+                      hint=OTHER_COMPARISON_HINT)
     return summary
+
+
+def check_stopped_run(config: TrainConfig) -> None:
+    """Refuse a stopped run (its ``last.pt``) saved with another configuration than ``config``,
+    as :func:`finished_summary` refuses a finished one: before any run of the comparison trains.
+    A checkpoint that cannot be read is left to the run, which fails naming it
+    (:class:`RunFailedError`) while the other runs go on."""
+    path = Path(config.output_dir) / "checkpoints" / "last.pt"
+    try:
+        saved = load_checkpoint(path, required=("config",))["config"]
+    except ValueError:
+        return
+    check_same_config(run_identity(saved), run_identity(config.to_dict()), path,
+                      hint=OTHER_COMPARISON_HINT)
 
 
 def train_runs(
@@ -202,7 +225,8 @@ def train_runs(
         RunFailedError: when a run fails (naming it). Runs already finished are kept; with
             ``jobs > 1`` no further run starts, and those under way are trained to the end.
         ValueError: for a bad ``jobs``, a task that cannot be sent to workers, or a run
-            directory that holds a run trained with another configuration.
+            directory that holds a run, finished or stopped, trained with another configuration
+            (before any run trains).
     """
     threads = torch.get_num_threads()
     if jobs is None:
@@ -232,6 +256,8 @@ def train_runs(
             finish(FinishedRun(method, seed, summary, "reused", None))
             continue
         resume = (Path(run_config.output_dir) / "checkpoints" / "last.pt").exists()
+        if resume:
+            check_stopped_run(run_config)
         pending.append(PlannedRun(method, seed, run_config, model_configs[method], resume))
     workers = min(jobs, len(pending))
     if workers <= 1:
