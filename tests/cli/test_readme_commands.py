@@ -10,7 +10,8 @@ their order are the README's. A command that fails fails the test, naming its RE
 Commands that cannot run here are skipped, each with its reason (:func:`why_skipped`): the set-up
 (it installs from the network), the test suite (this test is part of it), GPU commands, a
 comparison that fine-tunes pretrained weights, and the benchmarks (minutes of timing at their
-sizes; ``tests/bench`` runs the benchmark code at small sizes).
+sizes; ``tests/bench`` runs the benchmark code at small sizes). The Python blocks that read a
+run these commands trained (``load_run``) run afterwards, in the same directory.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ if __name__ == "__main__":  # compare's worker processes import this file (spawn
 '''
 
 
+#: What marks a Python block of the README that reads a run its commands train.
+RUN_READER = "load_run("
+
+
 def readme_commands() -> list[tuple[int, str]]:
     """Every command of the README's bash blocks, in order, with its README line: comments
     dropped, continued lines joined, ``a && b`` as two commands."""
@@ -111,7 +116,8 @@ def test_the_readme_commands_run_in_the_readmes_order(tmp_path):
     directory = tmp_path / "repository"
     for name in ("configs", "experiments"):
         shutil.copytree(ROOT / name, directory / name)
-    shutil.copy(ROOT / "RESULTS.md", directory / "RESULTS.md")
+    for name in ("RESULTS.md", "README.md"):  # README.md: a text file the text_lm run reads
+        shutil.copy(ROOT / name, directory / name)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "filterformer"
@@ -143,3 +149,11 @@ def test_the_readme_commands_run_in_the_readmes_order(tmp_path):
     assert (directory / "runs" / "compare" / "report.html").is_file()
     # The README says the evidence command rewrites RESULTS.md byte for byte.
     assert (directory / "RESULTS.md").read_bytes() == (ROOT / "RESULTS.md").read_bytes()
+    # The Python blocks that read a run the commands trained, where a reader runs them.
+    for block in code_blocks("python"):
+        if RUN_READER in block.text:
+            done = subprocess.run([sys.executable, "-c", block.text], cwd=directory, env=env,
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, (
+                f"the Python block at README.md line {block.line} fails:\n{done.stderr[-3000:]}"
+            )
