@@ -159,3 +159,21 @@ def test_a_key_given_twice_in_a_claim_is_refused_naming_the_file_and_lines(tmp_p
                                          rf"line {number} and on line {number + 1}"):
         load_claims(path)
     assert yaml.safe_load(path.read_text())  # YAML itself keeps the last value without a word
+
+
+def test_a_margin_and_the_paper_s_effect_are_read_and_checked():
+    def claims(**row):
+        return [{"id": "C", "title": "t", "papers": "p", "claim": "c",
+                 "settings": [{"results": "a"}],
+                 "tests": [{"method": "m", "metric": "test_accuracy", "paper": "x", **row}]}]
+
+    test = parse_claims(claims(expect="not worse", margin=0.01, paper_effect=-0.004))[0].tests[0]
+    assert (test.margin, test.paper_effect) == (0.01, -0.004)
+    assert parse_claims(claims(expect="same"))[0].tests[0].margin is None
+    for row, fragment in (({"expect": "same", "margin": 0}, "'margin' must be a finite number > 0"),
+                          ({"expect": "same", "margin": "1 pp"}, "accuracy 0.01 is 1 pp"),
+                          ({"expect": "better", "margin": 0.01}, "same or not worse"),
+                          ({"expect": "better", "paper_effect": float("nan")},
+                           "'paper_effect' must be a finite number")):
+        with pytest.raises(ValueError, match=fragment):
+            parse_claims(claims(**row))

@@ -20,8 +20,6 @@ RULES = {
     ("better", "better"): "supports", ("worse", "better"): "contradicts",
     ("no significant difference", "better"): "inconclusive at this scale",
     ("too few seeds", "better"): "inconclusive at this scale",
-    ("no significant difference", "same"): "supports", ("better", "same"): "contradicts",
-    ("worse", "same"): "contradicts",
 }
 LABELS = {"test_accuracy": "test accuracy",
           "last_layer_cosine_similarity": "last-layer cosine similarity"}
@@ -37,9 +35,10 @@ CLAIMS = [
           "expect": "better"},
          {"method": "agf", "metric": "test_accuracy", "paper": "98.7 → 99.5",
           "expect": "better"},
-         {"method": "fusion", "metric": "test_accuracy", "paper": "on par", "expect": "same"},
+         {"method": "fusion", "metric": "test_accuracy", "paper": "on par", "expect": "same",
+          "margin": 0.2},
          {"method": "samsa_soft", "metric": "test_accuracy", "paper": "no loss",
-          "expect": "same"},
+          "expect": "same", "margin": 0.02},
          {"method": "gfsa", "metric": "last_layer_cosine_similarity", "paper": "lower",
           "expect": "better"},
      ],
@@ -118,10 +117,17 @@ def _test_row(markdown: str, claim_id: str, method: str, metric: str,
     return found[0]
 
 
-def _expected(results: dict, method: str, metric: str, expect: str) -> tuple[dict, str]:
+def _expected(results: dict, method: str, metric: str, expect: str,
+              margin: float | None = None) -> tuple[dict, str]:
     row = next(r for r in results["summary"] if r["method"] == method)
     difference = row["difference"][metric]
-    return difference, RULES[(difference["verdict"], expect)]
+    if expect != "same":
+        return difference, RULES[(difference["verdict"], expect)]
+    low, high = difference["ci_low"], difference["ci_high"]  # equivalence within ±margin
+    if -margin < low and high < margin:
+        return difference, "supports"
+    beyond = low > margin or high < -margin
+    return difference, "contradicts" if beyond else "inconclusive at this scale"
 
 
 def test_every_test_row_has_the_paper_ours_the_interval_and_the_rules_verdict(project):
@@ -133,7 +139,7 @@ def test_every_test_row_has_the_paper_ours_the_interval_and_the_rules_verdict(pr
     for test in CLAIMS[0]["tests"]:
         method, metric = test["method"], test["metric"]
         line = _test_row(markdown, "CA", method, metric)
-        difference, verdict = _expected(ca, method, metric, test["expect"])
+        difference, verdict = _expected(ca, method, metric, test["expect"], test.get("margin"))
         seen.add(verdict)
         assert f"| {test['paper']} |" in line
         assert f"**{verdict}**" in line
@@ -143,11 +149,8 @@ def test_every_test_row_has_the_paper_ours_the_interval_and_the_rules_verdict(pr
             assert f"{100 * row['test_accuracy_mean']:.2f} ± " in line
             assert (f"{percent['mean']:+.2f} [{percent['ci_low']:+.2f}, "
                     f"{percent['ci_high']:+.2f}] pp") in line
-            half = (percent["ci_high"] - percent["ci_low"]) / 2
-            if verdict == "inconclusive at this scale":
-                assert f"smallest detectable difference ±{half:.2f} pp" in line
-            if test["expect"] == "same" and verdict == "supports":
-                assert f"[{percent['ci_low']:+.2f}, {percent['ci_high']:+.2f}] pp)" in line
+            if test["expect"] == "same":
+                assert f"| same (within ±{100 * test['margin']:.2f} pp) |" in line
         else:  # cosine values in [0.1, 1): 4 decimals
             assert f"{row['last_layer_cosine_similarity_mean']:.4f} ± " in line
             assert f"{difference['mean']:+.4f} [{difference['ci_low']:+.4f}, " in line

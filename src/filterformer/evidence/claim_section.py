@@ -11,11 +11,14 @@ from ..training.compare.statistics import compared_metrics
 from .claims import Claim
 from .comparisons import comparison_seeds, metric_direction, metric_mean_std, near_names
 from .figures import claim_figure_path, figure_caption
-from .judged_rows import JudgedRow, verdict_text
+from .history import FIXED, POST_HOC
+from .judged_rows import JudgedRow, paper_effect_place, verdict_text
 from .markdown import relative_link, table
 from .numbers import (
     format_difference,
+    format_half_width,
     format_mean_std,
+    format_p_value,
     format_ratio,
     metric_label,
 )
@@ -89,15 +92,34 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     ]
 
 
-def _expectation(expect: str, metric: str) -> str:
-    """What the paper claims, with the direction it means on the metric (``better (lower)``)."""
+def _expectation(expect: str, metric: str, margin: float | None) -> str:
+    """What the paper claims, with the direction it means on the metric (``better (lower)``)
+    and the margin of a claim of no loss or no difference."""
     higher = metric_direction(metric)
-    if expect == "same" or higher is None:
+    bound = format_half_width(metric, margin)
+    if expect == "same":
+        return f"same (within {bound})" if margin is not None else "same (no margin stated)"
+    if higher is None:
         return expect
-    better_is = "higher" if higher else "lower"
+    better_is, worse_is = ("higher", "lower") if higher else ("lower", "higher")
     if expect == "not worse":
-        return f"not worse ({better_is} or the same)"
-    return f"{expect} ({'higher' if (expect == 'better') == higher else 'lower'})"
+        if margin is None:
+            return "not worse (no margin stated)"
+        return f"not worse ({better_is}, or {worse_is} by less than {bound[1:]})"
+    return f"{expect} ({better_is if expect == 'better' else worse_is})"
+
+
+def _paper_effect_text(row: JudgedRow) -> str:
+    place = paper_effect_place(row)
+    if place is None:
+        return "–"
+    return f"{format_difference(row.test.metric, row.test.paper_effect)}: {place}"
+
+
+def _fixed_text(row: JudgedRow) -> str:
+    if row.difference is None:
+        return "–"
+    return {FIXED: "yes", POST_HOC: "*post hoc*"}.get(row.fixed, row.fixed)
 
 
 def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
@@ -107,7 +129,7 @@ def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
     for row in rows:
         test, results, difference = row.test, row.results, row.difference
         if row.difference is None:
-            ours, diff, seeds = "–", "–", "–"
+            ours, diff, seeds, p = "–", "–", "–", "–"
         else:
             pairs = ([(row.versus, test.method), (results, test.method)] if test.versus
                      else [(results, results["baseline"]), (results, test.method)])
@@ -117,16 +139,23 @@ def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
             diff = format_difference(test.metric, difference["mean"], difference["ci_low"],
                                      difference["ci_high"])
             seeds = str(difference["seeds"])
+            p = (f"{format_p_value(row.p_value)} ({format_p_value(row.adjusted_p)})"
+                 if row.p_value is not None else "–")
         method = test.method
         if test.versus:
             method += f" ({row.setting.label} against {labels[test.versus]})"
+        needed = "–" if row.seeds_for_paper is None else str(row.seeds_for_paper)
         body.append([method, metric_label(test.metric), *([row.setting.label] * several),
-                     _expectation(test.expect, test.metric), test.paper, ours, diff, seeds,
-                     verdict_text(row)])
+                     _expectation(test.expect, test.metric, test.margin), test.paper, ours,
+                     diff, seeds, p, verdict_text(row),
+                     "–" if row.difference is None else verdict_text(row, adjusted=True),
+                     format_half_width(test.metric, row.detectable), _paper_effect_text(row),
+                     needed, _fixed_text(row)])
     header = ["method", "metric", *(["setting"] * several), "paper claims", "paper",
               "ours: baseline (or the other setting) → method (mean ± std)",
-              "difference [95 % CI]", "seeds",
-              "verdict"]
+              "difference [95 % CI]", "seeds", "p (Holm)", "verdict", "verdict after Holm",
+              "detectable with 80 % power", "paper's effect", "seeds for the paper's effect",
+              "fixed before its results"]
     return table(header, body)
 
 

@@ -10,6 +10,7 @@ is a ValueError naming the claim, the key and what is valid.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import yaml
 
 from ..training.config_files import load_yaml
 from .comparisons import compared_keys
-from .verdicts import EXPECTATIONS
+from .verdicts import EXPECTATIONS, MARGIN_EXPECTATIONS
 
 __all__ = [
     "CLAIM_KEYS",
@@ -42,7 +43,8 @@ CLAIM_KEYS = ("id", "title", "papers", "claim", "settings", "tests", "setup", "t
               "pending")
 _CLAIM_REQUIRED = ("id", "title", "papers", "claim", "settings", "tests")
 _SETTING_KEYS, _SETTING_REQUIRED = ("results", "label"), ("results",)
-_TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus")
+_TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus", "margin",
+              "paper_effect")
 _TEST_REQUIRED = ("method", "metric", "paper", "expect")
 _TREND_KEYS, _TREND_REQUIRED = ("x", "x_label", "group", "metrics"), ("x", "metrics")
 #: A claim id becomes part of figure file names and of the document's anchors.
@@ -77,6 +79,11 @@ class ClaimTest:
             of the claim (its ``results``), to compare the method with itself there, seed by
             seed (``expect`` then speaks of ``setting − versus``: e.g. softmax at depth 16
             against depth 4).
+        margin: for ``same`` and ``not worse``: the difference (> 0, in the metric's units as
+            ``results.json`` holds it: accuracy 0.01 is 1 pp) that still counts as no worse or
+            the same; None: no margin stated (such a row supports nothing).
+        paper_effect: the paper's own ``method − baseline`` on the metric, in the same units
+            and orientation (None: the paper gives none comparable).
     """
 
     method: str
@@ -85,6 +92,8 @@ class ClaimTest:
     expect: str
     settings: tuple[str, ...]
     versus: str | None = None
+    margin: float | None = None
+    paper_effect: float | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,19 @@ def _list(data: dict[str, Any], key: str, where: str) -> list[Any]:
     return value
 
 
+def _number(data: dict[str, Any], key: str, where: str, *, positive: bool) -> float | None:
+    """An optional finite number (``positive``: > 0), as a float."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or (positive and value <= 0):
+        kind = "a finite number > 0" if positive else "a finite number"
+        raise ValueError(f"{where}: '{key}' must be {kind}, in the metric's units as results.json "
+                         f"holds it (accuracy 0.01 is 1 pp); got {value!r}")
+    return float(value)
+
+
 def _setting(data: Any, where: str) -> Setting:
     _check_keys(data, _SETTING_KEYS, _SETTING_REQUIRED, where)
     results = _results_dir(data["results"], f"{where}.results")
@@ -219,8 +241,13 @@ def _test(data: Any, where: str, settings: Sequence[str]) -> ClaimTest:
     if metric not in compared_keys():
         raise ValueError(f"{where}: 'metric' must be a key compare compares, one of "
                          f"{', '.join(compared_keys())}; got {metric!r}")
+    margin = _number(data, "margin", where, positive=True)
+    if margin is not None and expect not in MARGIN_EXPECTATIONS:
+        raise ValueError(f"{where}: 'margin' applies only to expect "
+                         f"{' or '.join(MARGIN_EXPECTATIONS)}; this row expects {expect!r}")
     return ClaimTest(_text(data, "method", where), metric, _text(data, "paper", where), expect,
-                     tuple(chosen), versus)
+                     tuple(chosen), versus, margin,
+                     _number(data, "paper_effect", where, positive=False))
 
 
 def _figure(data: Any, where: str) -> ClaimFigure:

@@ -17,6 +17,7 @@ __all__ = [
     "format_half_width",
     "format_interval",
     "format_mean_std",
+    "format_p_value",
     "format_ratio",
     "format_value",
     "format_wall_time",
@@ -119,6 +120,16 @@ def format_half_width(key: str, value: float | None) -> str:
     if value is None:
         return "–"
     return "±" + _numbers(key, [value], [False])[0] + _unit(key, difference=True)
+
+
+def format_p_value(value: float | None) -> str:
+    """A p-value with 2 significant digits (``0.012``, ``0.37``, ``< 0.001``; ``–`` when
+    missing)."""
+    if value is None:
+        return "–"
+    if value < 0.001:
+        return "< 0.001"
+    return f"{value:.2g}" if value < 0.995 else "1"
 
 
 def format_ratio(value: float | None) -> str:
