@@ -4,11 +4,10 @@ products, and bfloat16 products as under autocast), GFSA's combination and SAMSA
 
 import pytest
 import torch
-from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.functional import add_rms_normed, agf_coefficients, agf_layer, gfsa_combine
-from filterformer.functional import fused as fused_module
 
+from ..functional.test_fused import regions_compiled_by
 from .parity import assert_relative_close
 
 pytestmark = pytest.mark.cuda
@@ -17,14 +16,7 @@ pytestmark = pytest.mark.cuda
 @pytest.fixture
 def inductor_regions(monkeypatch):
     """Every region compiled with inductor whatever its size, counting the graphs."""
-    torch._dynamo.reset()
-    counter = CompileCounterWithBackend("inductor")
-    monkeypatch.setattr(fused_module, "BACKEND", counter)
-    monkeypatch.setenv("FILTERFORMER_FUSED", "always")
-    fused_module.reset_fused_regions()
-    yield counter
-    fused_module.reset_fused_regions()
-    torch._dynamo.reset()
+    yield from regions_compiled_by("inductor", monkeypatch)
 
 
 def _leaves(device, *shapes):

@@ -20,11 +20,10 @@ from filterformer.functional import fused as fused_module
 LENGTHS = (5, 9, 14)
 
 
-@pytest.fixture
-def compiled_regions(monkeypatch):
-    """Fused regions compiled on every device with ``aot_eager`` (TorchDynamo's graph and
-    AOTAutograd's backward, run by eager kernels), counting the graphs compiled."""
-    counter = CompileCounterWithBackend("aot_eager")
+def regions_compiled_by(backend, monkeypatch):
+    """Every fused region compiled with ``backend`` on every device and at every size, from a
+    clean cache: yields the counter of the graphs compiled."""
+    counter = CompileCounterWithBackend(backend)
     torch._dynamo.reset()
     monkeypatch.setattr(fused_module, "BACKEND", counter)
     monkeypatch.setenv("FILTERFORMER_FUSED", "always")
@@ -32,6 +31,13 @@ def compiled_regions(monkeypatch):
     yield counter
     fused_module.reset_fused_regions()
     torch._dynamo.reset()
+
+
+@pytest.fixture
+def compiled_regions(monkeypatch):
+    """Fused regions compiled with ``aot_eager`` (TorchDynamo's graph and AOTAutograd's
+    backward, run by eager kernels), counting the graphs compiled."""
+    yield from regions_compiled_by("aot_eager", monkeypatch)
 
 
 def _grads(tensors):
