@@ -19,7 +19,7 @@ from ..functional import (
 )
 from ..functional.polynomials import NAMED_JACOBI_PARAMETERS, check_jacobi_parameters
 from ..optim import exclude_from_weight_decay
-from .base import AttentionBase, AttentionInputs, split_heads
+from .base import AttentionBase, AttentionInputs, autocast_dtype, split_heads
 from .context import AttentionMaps
 from .registry import register_attention
 
@@ -125,11 +125,10 @@ and its matrix products in the autocast dtype. There is
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
         logits = self._singular_logits(inputs)
-        device = q.device.type
         # Under autocast the products over tokens run in its half precision, as autocast would
         # run them; the feature maps and polynomials of S, which lose too much there, do not.
-        products = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        with torch.autocast(device_type=device, enabled=False):
+        products = autocast_dtype(q)
+        with torch.autocast(device_type=q.device.type, enabled=False):
             out, reg = agf_layer(
                 q, k, v, logits, self.theta,
                 inputs.padding_mask, basis=self.basis, a=self.a, b=self.b,

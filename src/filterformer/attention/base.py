@@ -25,7 +25,10 @@ from ..optim import exclude_from_weight_decay
 from .context import AttentionContext, AttentionMaps
 from .decoding_cache import LayerCache
 
-__all__ = ["AttentionBase", "AttentionInputs", "autocast_input", "merge_heads", "split_heads"]
+__all__ = [
+    "AttentionBase", "AttentionInputs", "autocast_dtype", "autocast_input", "merge_heads",
+    "split_heads",
+]
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:
@@ -34,13 +37,17 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
     return x.view(batch, length, num_heads, width // num_heads).transpose(1, 2)
 
 
+def autocast_dtype(x: Tensor) -> torch.dtype | None:
+    """The dtype autocast runs matrix products in on ``x``'s device, or None where it is off."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
+
+
 def autocast_input(x: Tensor) -> Tensor:
     """``x`` in autocast's dtype where autocast is on for its device and ``x`` is float32, else
     ``x``: each projection that reads it would cast it, once per projection."""
-    device = x.device.type
-    if x.dtype == torch.float32 and torch.is_autocast_enabled(device):
-        return x.to(torch.get_autocast_dtype(device))
-    return x
+    low = autocast_dtype(x)
+    return x.to(low) if low is not None and x.dtype == torch.float32 else x
 
 
 def merge_heads(x: Tensor) -> Tensor:

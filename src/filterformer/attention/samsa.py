@@ -23,7 +23,7 @@ from ..functional import (
     topk_split,
 )
 from ..optim import exclude_from_weight_decay
-from .base import AttentionBase, AttentionInputs, autocast_input
+from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
 from .registry import register_attention
 
@@ -51,9 +51,8 @@ class ImportanceScore(nn.Module):
         # Under autocast the MLP's output is half precision; it is normalised in the weight's
         # dtype, and the sum comes out in the half precision the head reads it in.
         x = autocast_input(x)
-        device = x.device.type
-        low = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None
-        residual = add_rms_normed(x, self.mlp(x), self.norm.weight, self.norm.eps, low)
+        residual = add_rms_normed(x, self.mlp(x), self.norm.weight, self.norm.eps,
+                                  autocast_dtype(x))
         return self.head(residual).transpose(1, 2)
 
 
