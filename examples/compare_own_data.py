@@ -28,8 +28,8 @@ def main() -> None:
     args = parser.parse_args()
     config = load_compare_config(None, [
         "task=text_lm", f"task_options.path={args.text}", "task_options.level=byte",
-        f"max_steps={args.steps}", f"output_dir={args.output}", f"cost_rounds={args.cost_rounds}",
-    ], methods=["softmax", "gfsa", "neutreno"], seeds=args.seeds)
+        f"max_steps={args.steps}", f"output_dir={args.output}",
+    ], methods=["softmax", "gfsa", "neutreno"], seeds=args.seeds, cost_rounds=args.cost_rounds)
     results = compare(config, jobs=None)  # as many runs at a time as fit the cores
     for row in results["summary"]:
         print({key: row[key] for key in row if key in ("method", "test_perplexity_mean",
