@@ -8,6 +8,7 @@ from torch import nn
 
 from ..families import is_huggingface_model, is_timm_vision_transformer
 from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
+from .neutreno_warmup import attach_neutreno_warmup
 from .options import PatchSpec, parse_patch_spec
 from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
@@ -100,6 +101,12 @@ def _patch(model: ModelT, spec: PatchSpec) -> ModelT:
             f"({TESTED_MODELS}, or any whose attention goes through AttentionInterface) and "
             f"{TIMM_SUPPORTED}"
         )
+    if spec.neutreno_warmup:
+        try:
+            attach_neutreno_warmup(state)
+        except Exception:
+            unpatch(model)
+            raise
     keep_patch_on_save(state)
     return model
 
