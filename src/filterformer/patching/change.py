@@ -76,7 +76,7 @@ def patch_change(
 
         original = copy.deepcopy(model)
         patch(model, "neutreno", neutreno_lambda=0.4)
-        patch_change(original, model, batch).relative_change  # 1.1 on all-MiniLM-L6-v2
+        patch_change(original, model, batch).relative_change  # about 1.1 on all-MiniLM-L6-v2
 
     Args:
         original: the model before the patch (a copy: :func:`~filterformer.patching.patch`
