@@ -2,6 +2,7 @@
 after W optimiser steps, on the real all-MiniLM-L6-v2 and on tiny config-built models."""
 
 import copy
+import json
 
 import pytest
 import torch
@@ -81,6 +82,19 @@ def test_the_step_count_is_saved_loaded_and_undone(tmp_path):
     unpatch(model)
     assert not hasattr(model, WARMUP_ATTRIBUTE)
     torch.testing.assert_close(_hidden(model, inputs), original, rtol=0, atol=0)
+
+
+def test_a_neutreno_save_from_before_the_warmup_option_loads_without_one(tmp_path):
+    model = patch(hf_model("bert"), "neutreno", neutreno_lambda=0.6)
+    inputs = hf_inputs("bert")
+    directory = save_pretrained(model, tmp_path / "saved")
+    patch_file = directory / "filterformer.json"
+    data = json.loads(patch_file.read_text())
+    assert data["options"].pop("neutreno_warmup") == 0
+    patch_file.write_text(json.dumps(data))
+    loaded = from_pretrained(directory)
+    assert not hasattr(loaded, WARMUP_ATTRIBUTE)
+    torch.testing.assert_close(_hidden(loaded, inputs), _hidden(model, inputs), rtol=0, atol=0)
 
 
 def test_a_timm_vit_warms_up_too():
