@@ -19,6 +19,7 @@ _LAZY = {
     "patch": "filterformer.patching",
     "unpatch": "filterformer.patching",
     "patched_parameters": "filterformer.patching",
+    "patch_change": "filterformer.patching",
     "save_pretrained": "filterformer.patching",
     "from_pretrained": "filterformer.patching",
     "diagnose": "filterformer.diagnostics",

@@ -29,6 +29,9 @@ from filterformer.models import TransformerConfig
         ({"attention_layers": ("a",)}, r"attention_layers must be 0-based indices"),
         ({"attention_layers": (0.5,)}, r"attention_layers must be 0-based indices"),
         ({"attention_layers": 2}, r"attention_layers must be a list"),
+        ({"neutreno_warmup": 3}, r"neutreno_warmup=3 raises λ from 0 in a pretrained model's "
+                                 r"NeuTRENO patch .*trained from scratch"),
+        ({"neutreno_warmup": -1}, r"neutreno_warmup must be an integer >= 0"),
     ],
 )
 def test_config_rejects_bad_values(overrides, needle):
@@ -42,6 +45,7 @@ def test_config_round_trips_through_plain_data():
     )
     data = config.to_dict()
     assert data["attention_layers"] == [1, 3]
+    assert "neutreno_warmup" not in data  # pretrained runs only: configs read as before it
     assert TransformerConfig.from_dict(data) == config
     with pytest.raises(ValueError, match="unknown TransformerConfig field"):
         TransformerConfig.from_dict({**data, "width": 3})

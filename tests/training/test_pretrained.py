@@ -95,6 +95,8 @@ def _batch(task: TaskData, size: int = 4) -> dict:
          ("gfsa+neutreno+fusion", {"neutreno_lambda": 0.6, "layers": [1], "fusion": "concat"})),
         ("neutreno", {"neutreno_learnable": True},
          ("neutreno", {"neutreno_lambda": 0.6, "neutreno_learnable": True})),
+        ("neutreno", {"neutreno_lambda": 0.4, "neutreno_warmup": 5},
+         ("neutreno", {"neutreno_lambda": 0.4, "neutreno_warmup": 5})),
         ("gfsa", {"attention_options": {"exact_power": True, "base": "efficient"}},
          ("gfsa", {"exact_power": True, "base": "efficient"})),
     ],
@@ -117,6 +119,8 @@ def test_method_fields_become_one_patch_call(method, model, expected):
          r"attention_options.num_samples cannot be patched in .*a patched GFSA takes K, learn, "
          "exact_power, base"),
         ("softmax", {"attention_layers": [1]}, r"attention_layers .* this method patches none"),
+        ("gfsa", {"neutreno_warmup": 5}, r"model.neutreno_warmup \(method 'gfsa'\) raises "
+                                         r"NeuTRENO's λ from 0, and this method has no NeuTRENO"),
         ("gfsa", {"attention_options": {"K": 1}}, r"K must be an integer >= 2"),
     ],
 )
@@ -252,6 +256,17 @@ def test_fine_tuning_trains_everything_and_never_decays_the_patch(tmp_path, sent
     norms = [p for m in model.modules() if isinstance(m, (torch.nn.LayerNorm, torch.nn.Embedding))
              for p in m.parameters()]
     assert {id(p) for p in norms} <= {id(p) for p in kept}
+
+
+def test_training_advances_neutreno_warmup_once_per_optimiser_step(tmp_path, sentiment):
+    config = _config("neutreno", model={"neutreno_lambda": 0.4, "neutreno_warmup": 5},
+                     max_steps=3, output_dir=str(tmp_path), schedule={"warmup_steps": 0})
+    trainer = Trainer(config, task=sentiment)
+    warmup = trainer.model.backbone.filterformer_neutreno_warmup
+    assert (warmup.steps, int(warmup.steps_taken)) == (5, 0)
+    assert trainer.fit().steps == 3
+    state = load_checkpoint(tmp_path / "checkpoints" / "last.pt")["model"]
+    assert int(state["backbone.filterformer_neutreno_warmup.steps_taken"]) == 3
 
 
 def test_a_timm_vit_fine_tunes_on_digits(tmp_path, digits):

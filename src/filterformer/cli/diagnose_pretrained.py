@@ -40,8 +40,8 @@ def add_arguments(models: argparse._ArgumentGroup, parser: argparse.ArgumentPars
                             "or several joined by '+'), beside the unpatched one")
     group.add_argument("--patch-option", action="append", default=[], metavar="KEY=VALUE",
                        help="an option of filterformer.patch (K, learn, exact_power, base, "
-                            "neutreno_lambda, neutreno_learnable, fusion, layers; value read as "
-                            "YAML), repeated")
+                            "neutreno_lambda, neutreno_learnable, neutreno_warmup, fusion, layers; "
+                            "value read as YAML), repeated")
     group.add_argument("--text", type=Path, metavar="FILE",
                        help="--hf inputs, one a line (default: the package's example sentences)")
     group.add_argument("--image-size", type=int, metavar="PIXELS",

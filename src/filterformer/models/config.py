@@ -45,6 +45,10 @@ class TransformerConfig:
         neutreno_lambda: NeuTRENO's λ on every attention layer, a finite number >= 0 (the papers
             use (0, 1]; 0 disables it).
         neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
+        neutreno_warmup: for a pretrained run's NeuTRENO patch only: the optimiser steps over
+            which λ rises from 0, so that the patched model starts as the pretrained one
+            (:mod:`~filterformer.patching.neutreno_warmup`). A model trained from scratch has
+            no earlier outputs to keep and refuses any value but 0.
         fusion: fuse every layer's output before the head: None, ``concat``, ``max`` or ``gate``.
         fusion_include_embeddings: also fuse the embedding output H_0.
         vocab_size: token vocabulary, for ``input_ids`` inputs.
@@ -68,6 +72,7 @@ class TransformerConfig:
     attention_layers: tuple[int, ...] | None = None
     neutreno_lambda: float = 0.0
     neutreno_learnable: bool = False
+    neutreno_warmup: int = 0
     fusion: str | None = None
     fusion_include_embeddings: bool = False
     vocab_size: int | None = None
@@ -97,6 +102,13 @@ class TransformerConfig:
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
         check_neutreno_lambda(self.neutreno_lambda)
+        check_integer("neutreno_warmup", self.neutreno_warmup, minimum=0)
+        if self.neutreno_warmup:
+            raise ValueError(
+                f"neutreno_warmup={self.neutreno_warmup} raises λ from 0 in a pretrained model's "
+                "NeuTRENO patch (a run with pretrained set); a model trained from scratch has no "
+                "pretrained outputs to keep: leave neutreno_warmup at 0"
+            )
         # Each method checks its options' meaning when built; no option may be NaN or infinite.
         self.attention_options = check_finite_numbers("attention_options",
                                                       dict(self.attention_options))
@@ -110,6 +122,9 @@ class TransformerConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for checkpoints and config files)."""
         data = dataclasses.asdict(self)
+        # Always 0 here (pretrained runs only): left out, so configs written before the field
+        # existed (checkpoints being resumed) read the same.
+        del data["neutreno_warmup"]
         if data["attention_layers"] is not None:
             data["attention_layers"] = list(data["attention_layers"])
         return data

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..families import is_huggingface_model, is_timm_vision_transformer
 from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
+from .neutreno_warmup import attach_neutreno_warmup
 from .options import PatchSpec, parse_patch_spec
 from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
@@ -22,12 +23,20 @@ ModelT = TypeVar("ModelT", bound=nn.Module)
 def patch(model: ModelT, method: str, **options: Any) -> ModelT:
     """Turn a pretrained model's attention into GFSA and/or NeuTRENO, and/or fuse its layers.
 
-    The model is changed in place and returned. At init it computes what it computed before
-    (GFSA starts as plain attention, ``concat`` fusion as the last layer); the new parameters are
-    registered on the patched modules (optimisers and ``state_dict`` see them), kept out of
-    weight decay, and listed by :func:`patched_parameters`. :func:`save_pretrained` (or a Hugging
-    Face model's own ``save_pretrained``) saves the model with its patch, and
-    :func:`from_pretrained` loads it back.
+    The model is changed in place and returned. What it computes before training depends on
+    the method (:func:`~filterformer.patching.patch_change` measures it on a batch):
+
+    - unchanged, up to float round-off: GFSA with ``base="softmax"`` (its filter starts as the
+      layer's own attention: ``w0, w1, wK = 0, 1, 0``), ``concat`` fusion (it starts as the last
+      layer), and NeuTRENO with ``neutreno_warmup`` (λ starts at 0);
+    - changed from the start: NeuTRENO without a warm-up (in a pretrained model ``V⁰ − V`` is
+      larger than ``V`` itself: on all-MiniLM-L6-v2, λ = 0.4 changes the final hidden states by
+      about 110 %), GFSA with ``base="efficient"`` (another attention), ``max`` and ``gate`` fusion.
+
+    The new parameters are registered on the patched modules (optimisers and ``state_dict`` see
+    them), kept out of weight decay, and listed by :func:`patched_parameters`.
+    :func:`save_pretrained` (or a Hugging Face model's own ``save_pretrained``) saves the model
+    with its patch, and :func:`from_pretrained` loads it back.
 
     Args:
         model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
@@ -40,10 +49,14 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
             :class:`~filterformer.attention.GraphFilterAttention` (METHODS.md), defaults from
             the presets: GFSA's ``K=3``, ``learn=("w0", "w1", "wK")`` (the learned
             coefficients), ``exact_power=False`` and ``base="softmax"`` (``"efficient"``:
-            encoders only); NeuTRENO's ``neutreno_lambda=0.6`` and ``neutreno_learnable=False``
-            (a per-head λ); ``layers=None``, 0-based indices of the layers that use GFSA and
-            NeuTRENO (all when None; NeuTRENO's first layer always provides V⁰); ``fusion``,
-            the fusion mode (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
+            encoders only); NeuTRENO's ``neutreno_lambda=0.6``, ``neutreno_learnable=False``
+            (a per-head λ) and ``neutreno_warmup=0``: ``W > 0`` applies ``λ·min(s / W, 1)``
+            after ``s`` optimiser steps, counted by
+            :func:`~filterformer.patching.advance_neutreno_warmup` (``filterformer train``
+            calls it; other training loops call it after each optimiser step); ``layers=None``,
+            0-based indices of the layers that use GFSA and NeuTRENO (all when None;
+            NeuTRENO's first layer always provides V⁰); ``fusion``, the fusion mode
+            (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
 
     Returns:
         ``model``.
@@ -100,6 +113,12 @@ def _patch(model: ModelT, spec: PatchSpec) -> ModelT:
             f"({TESTED_MODELS}, or any whose attention goes through AttentionInterface) and "
             f"{TIMM_SUPPORTED}"
         )
+    if spec.neutreno_warmup:
+        try:
+            attach_neutreno_warmup(state)
+        except Exception:
+            unpatch(model)
+            raise
     keep_patch_on_save(state)
     return model
 

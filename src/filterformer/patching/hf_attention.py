@@ -132,6 +132,8 @@ class HuggingFaceAttentionPatch(nn.Module):
         if spec.uses_neutreno:
             lam = "learnable" if spec.neutreno_learnable else spec.neutreno_lambda
             text += f", neutreno_lambda={lam}"
+            if spec.neutreno_warmup:
+                text += f", neutreno_warmup={spec.neutreno_warmup}"
         return text
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..attention.gfsa import GFSA_COEFFICIENTS
+from ..checks import check_integer
 from ..functional.gfsa import GFSA_BASES, check_order
 from ..functional.neutreno import check_neutreno_lambda
 from ..methods import GFSA_ORDER, METHOD_PRESETS, method_changes
@@ -31,7 +32,7 @@ PATCHABLE_PRESETS = ("gfsa", "neutreno", "fusion")
 #: The options each part of a patch takes.
 PATCH_OPTIONS: dict[str, tuple[str, ...]] = {
     "gfsa": ("K", "learn", "exact_power", "base", "layers"),
-    "neutreno": ("neutreno_lambda", "neutreno_learnable", "layers"),
+    "neutreno": ("neutreno_lambda", "neutreno_learnable", "neutreno_warmup", "layers"),
     "fusion": ("fusion",),
 }
 
@@ -49,6 +50,9 @@ class PatchSpec:
         base: GFSA's base attention, ``"softmax"`` or ``"efficient"`` (non-causal models).
         neutreno_lambda: NeuTRENO's λ (METHODS.md §2), finite and >= 0; 0 without NeuTRENO.
         neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
+        neutreno_warmup: ``W``, the optimiser steps over which NeuTRENO's λ rises linearly
+            from 0 (the pretrained model's outputs at step 0) to its value; 0: λ from the start
+            (:mod:`~filterformer.patching.neutreno_warmup`).
         fusion: the layer-fusion mode (METHODS.md §5), or None.
         layers: 0-based indices of the layers that use GFSA and NeuTRENO; None for all.
     """
@@ -61,6 +65,7 @@ class PatchSpec:
     base: str = "softmax"
     neutreno_lambda: float = 0.0
     neutreno_learnable: bool = False
+    neutreno_warmup: int = 0
     fusion: str | None = None
     layers: frozenset[int] | None = None
 
@@ -154,13 +159,25 @@ def parse_patch_spec(method: str, options: Mapping[str, Any]) -> PatchSpec:
         values["base"] = options["base"]
     if "neutreno_lambda" in options:
         values["neutreno_lambda"] = check_neutreno_lambda(options["neutreno_lambda"])
+    if "neutreno_warmup" in options:
+        values["neutreno_warmup"] = check_integer(
+            "neutreno_warmup", options["neutreno_warmup"], minimum=0,
+            hint=" (optimiser steps over which λ rises from 0; 0: λ from the start)",
+        )
     if options.get("layers") is not None:
         values["layers"] = _parse_layers(options["layers"])
     if "fusion" in options:
         if options["fusion"] not in FUSION_MODES:
             raise ValueError(f"fusion must be one of {FUSION_MODES}; got {options['fusion']!r}")
         values["fusion"] = options["fusion"]
-    return PatchSpec(method=method, **values)
+    spec = PatchSpec(method=method, **values)
+    if spec.neutreno_warmup and not spec.uses_neutreno:
+        raise ValueError(
+            f"neutreno_warmup={spec.neutreno_warmup} raises NeuTRENO's λ from 0 to "
+            "neutreno_lambda, and neutreno_lambda is 0 (not learned): give neutreno_lambda > 0 "
+            "or neutreno_learnable=True, or leave neutreno_warmup out"
+        )
+    return spec
 
 
 def _replacement_hint(parts: list[str]) -> str:

@@ -56,6 +56,9 @@ BACKENDS = ("transformers", "timm")
 FIELDS = ("format", "filterformer_version", "backend", "model", "method", "options")
 #: The fields written only when they have something to say.
 OPTIONAL_FIELDS = ("without_modules",)
+#: Options added after the format was fixed: a file written before them lacks them and meant
+#: their default (``neutreno_warmup``: 0, λ from the start).
+LATER_OPTIONS = ("neutreno_warmup",)
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,10 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
         spec = parse_patch_spec(data["method"], options)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from err
-    lacking = [name for name in method_options(spec.method) if name not in options]
+    lacking = [
+        name for name in method_options(spec.method)
+        if name not in options and name not in LATER_OPTIONS
+    ]
     if lacking:
         raise ValueError(
             f"{path}: options lack {lacking}; method {spec.method!r} is saved with all its "

@@ -106,12 +106,21 @@ class PatchContext(AttentionContext):
         powers: per layer, GFSA's :class:`PowerCache` (carried by the model's decoding cache).
         layer_outputs: per layer index, that layer's ``(B, N, D)`` output (layer fusion).
         layer_calls: layer calls so far (the layer index where one module serves several layers).
+        neutreno_scale: the 0-dimensional fraction of λ that NeuTRENO's warm-up gives this pass
+            (:mod:`~filterformer.patching.neutreno_warmup`), or None for λ as it is.
     """
 
     calls: int = 0
     powers: CachedPowers = field(default_factory=CachedPowers)
     layer_outputs: dict[int, Tensor] = field(default_factory=dict)
     layer_calls: int = 0
+    neutreno_scale: Tensor | None = None
+
+    def neutreno(self, out: Tensor, values: Tensor, lam: float | Tensor | None) -> Tensor:
+        """:meth:`AttentionContext.neutreno` with λ scaled by the warm-up, when there is one."""
+        if self.neutreno_scale is not None and lam is not None:
+            lam = lam * self.neutreno_scale
+        return super().neutreno(out, values, lam)
 
 
 class PatchState:
@@ -147,6 +156,9 @@ class PatchState:
         self.fusion: nn.Module | None = None
         #: the layer modules whose outputs are fused, in depth order.
         self.fusion_layers: list[nn.Module] = []
+        #: the :class:`~filterformer.patching.neutreno_warmup.NeutrenoWarmup` that scales
+        #: NeuTRENO's λ, when the patch has ``neutreno_warmup``.
+        self.neutreno_warmup: nn.Module | None = None
 
     @property
     def needs_whole_forward(self) -> bool:
@@ -157,7 +169,10 @@ class PatchState:
 
     def start_forward(self, powers: CachedPowers | None = None) -> PatchContext:
         """Begin a forward pass; ``powers`` carries GFSA's cached signals across decoding steps."""
-        self.context = PatchContext(powers=CachedPowers() if powers is None else powers)
+        scale = None if self.neutreno_warmup is None else self.neutreno_warmup.scale()
+        self.context = PatchContext(
+            powers=CachedPowers() if powers is None else powers, neutreno_scale=scale
+        )
         return self.context
 
     def check_checkpointing(self, checkpointing: bool) -> None:

@@ -66,7 +66,7 @@ PATCHABLE_METHODS = ("softmax", *PATCHABLE_PRESETS)
 #: The ``model`` fields a pretrained run may set: the method's. The architecture is the model's.
 PRETRAINED_MODEL_FIELDS = (
     "attention", "attention_options", "attention_layers", "neutreno_lambda",
-    "neutreno_learnable", "fusion",
+    "neutreno_learnable", "neutreno_warmup", "fusion",
 )
 #: GFSA options that a patch takes (``model.attention_options``).
 GFSA_PATCH_OPTIONS = tuple(o for o in PATCH_OPTIONS["gfsa"] if o != "layers")
@@ -79,7 +79,7 @@ PatchCall = tuple[str | None, dict[str, Any]]
 _TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)} and their "
           "combinations; model fields it takes: attention (softmax or gfsa), attention_options "
           f"({', '.join(GFSA_PATCH_OPTIONS)}), attention_layers, neutreno_lambda, "
-          "neutreno_learnable, fusion")
+          "neutreno_learnable, neutreno_warmup, fusion")
 
 
 def check_pretrained_source(source: Any) -> None:
@@ -134,8 +134,9 @@ def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchC
     ``method``'s preset goes under the explicit ``model_fields`` (:func:`apply_method`), and the
     fields become the patch's options under the same names: ``attention: gfsa`` with its
     ``attention_options`` → ``gfsa``; ``neutreno_lambda`` λ ≠ 0 (or ``neutreno_learnable``) →
-    ``neutreno``; ``fusion`` → ``fusion``; those used are joined by ``+``; ``attention_layers``
-    → ``layers`` (GFSA's and NeuTRENO's alike). Nothing (``softmax``) means the unpatched model.
+    ``neutreno`` (with ``neutreno_warmup`` when set); ``fusion`` → ``fusion``; those used are
+    joined by ``+``; ``attention_layers`` → ``layers`` (GFSA's and NeuTRENO's alike). Nothing
+    (``softmax``) means the unpatched model.
 
     Returns:
         ``(patch method or None, its options)``, options as plain data.
@@ -177,6 +178,11 @@ def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchC
         options["neutreno_lambda"] = lam
         if fields.get("neutreno_learnable", False):
             options["neutreno_learnable"] = True
+        if fields.get("neutreno_warmup", 0):
+            options["neutreno_warmup"] = fields["neutreno_warmup"]
+    elif fields.get("neutreno_warmup", 0):
+        raise ValueError(f"model.neutreno_warmup ({called}) raises NeuTRENO's λ from 0, and this "
+                         f"method has no NeuTRENO (neutreno_lambda is 0); {_TAKES}")
     layers = fields.get("attention_layers")
     if layers is not None:
         if not parts:

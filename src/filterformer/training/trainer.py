@@ -41,6 +41,7 @@ from torch.utils.data import DataLoader
 
 from ..checks import check_writable_directory
 from ..jsonsafe import finite_json
+from ..patching.neutreno_warmup import advance_neutreno_warmup
 from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
 from .checkpoint import (
     check_same_config,
@@ -300,6 +301,7 @@ class Trainer:
             device=self.device, grad_clip=self.config.grad_clip, parameters=self.model,
         )
         self.scheduler.step()
+        advance_neutreno_warmup(self.model)  # a pretrained run's NeuTRENO λ, when it warms up
         self.timer.stop()
         return loss.item(), grad_norm.item()
 

@@ -48,7 +48,7 @@ DEFAULT_COMPARE_CONFIG: dict[str, Any] = {
 
 #: Model fields the method presets set: a comparison's base config must leave them alone.
 METHOD_FIELDS = ("attention", "attention_options", "attention_layers", "neutreno_lambda",
-                 "neutreno_learnable", "fusion")
+                 "neutreno_learnable", "neutreno_warmup", "fusion")
 #: Keys of a ``compare.methods`` entry given as a mapping.
 ENTRY_KEYS = ("name", "method", "set")
 #: Config keys a method's own ``set`` may not change: they make the runs one comparison
