@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -24,6 +25,9 @@ from .report import DiagnosticsReport, LearnedFilterCurves
 __all__ = [
     "FIGURE_FORMATS",
     "LAYER_METRICS",
+    "LEARNED_FILTER_FIGURES",
+    "REPORT_FIGURES",
+    "SAVED_FORMATS",
     "plot_agf_polynomials",
     "plot_frequency_comparison",
     "plot_frequency_responses",
@@ -44,8 +48,21 @@ LAYER_METRICS = {
     "attention_similarity": "attention map similarity",
     "layer_norm_product": "σ1σ2",
 }
-#: File formats :func:`save_figure` writes by default.
+#: The figures :func:`plot_report` may write, by file name without suffix; and the prefixes of
+#: its per-model learned filter grids (``gfsa_filters_<label>``).
+REPORT_FIGURES = (
+    "cosine_similarity",
+    "identical_token_distance",
+    "effective_rank",
+    "singular_spectrum",
+    "frequency_response",
+    "attention_similarity",
+    "layer_norm_sigma",
+)
+LEARNED_FILTER_FIGURES = ("gfsa_filters_", "agf_filters_")
+#: File formats :func:`save_figure` writes by default, and those it can write.
 FIGURE_FORMATS = ("png", "svg")
+SAVED_FORMATS = ("png", "svg", "pdf")
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (4.5, 3.2)) -> tuple[Figure, Axes]:
@@ -165,8 +182,8 @@ def plot_frequency_responses(
     Args:
         reports: one report or several (those without responses are skipped).
         layer: 0-based attention layer; None averages the responses of every layer.
-        relative_to: the label of the report to subtract (it is not drawn itself); None draws
-            the gains themselves.
+        relative_to: the label of the report to subtract (it is not drawn itself; read on each
+            model's frequency grid where the grids differ); None draws the gains themselves.
         ax: axes to draw on.
 
     Raises:
@@ -186,16 +203,17 @@ def plot_frequency_responses(
             raise ValueError(f"relative_to must be the label of a report with a frequency "
                              f"response, one of {[r.label for r in measured]}; got "
                              f"{relative_to!r}")
-        reference = gains(matches[0])
+        reference = matches[0]
     for index, report in enumerate(measured):
         if report.label == relative_to:
             continue
         values = gains(report)
         if reference is not None:
-            if values.shape != reference.shape:
-                raise ValueError(f"{report.label!r} and {relative_to!r} have different "
-                                 "frequency grids; diagnose them on the same batches")
-            values = values - reference
+            # Models diagnosed on other inputs (--compare) have other grids: the reference is
+            # read on each model's grid, periodically, as the responses are (frequency.py).
+            values = values - torch.from_numpy(np.interp(
+                report.frequencies, reference.frequencies, gains(reference).numpy(),
+                period=1.0))
         # A model keeps its colour whether or not the reference is drawn beside it.
         ax.plot(report.frequencies, values.tolist(), label=report.label, color=f"C{index % 10}")
     ax.set_xlabel("frequency (cycles per token)")
@@ -329,10 +347,10 @@ def save_figure(
     Returns:
         The written paths.
     """
-    valid = ("png", "svg", "pdf")
-    bad = [f for f in formats if f not in valid]
+    bad = [f for f in formats if f not in SAVED_FORMATS]
     if bad or not formats:
-        raise ValueError(f"formats must be a non-empty selection of {valid}; got {list(formats)}")
+        raise ValueError(f"formats must be a non-empty selection of {SAVED_FORMATS}; got "
+                         f"{list(formats)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
