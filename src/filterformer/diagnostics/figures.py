@@ -234,12 +234,20 @@ def plot_frequency_responses(
 
 
 def plot_frequency_comparison(
-    reports: DiagnosticsReport | Iterable[DiagnosticsReport], *, layer: int | None = None
+    reports: DiagnosticsReport | Iterable[DiagnosticsReport],
+    *,
+    layer: int | None = None,
+    reference: str | None = None,
 ) -> Figure:
     """The frequency responses on a log scale and, beside them, every model's difference from
-    the first model's (the unpatched or baseline model, as ``diagnose`` orders them).
+    a reference model's.
 
-    One panel when fewer than two reports have a response.
+    Args:
+        reports: one report or several (those without responses are skipped); one panel when
+            fewer than two have a response.
+        layer: 0-based attention layer; None averages the responses of every layer.
+        reference: the label of the model subtracted (a baseline); the first model with a
+            response (the unpatched one, as ``diagnose`` orders them) when None.
     """
     measured = [r for r in _as_list(reports) if r.frequency_response is not None]
     if len(measured) < 2:
@@ -247,8 +255,8 @@ def plot_frequency_comparison(
     figure = Figure(figsize=(9.0, 3.4), layout="constrained")
     gains, difference = figure.subplots(1, 2)
     plot_frequency_responses(measured, layer=layer, ax=gains)
-    plot_frequency_responses(measured, layer=layer, relative_to=measured[0].label,
-                             ax=difference)
+    plot_frequency_responses(measured, layer=layer, ax=difference,
+                             relative_to=measured[0].label if reference is None else reference)
     return figure
 
 
