@@ -177,7 +177,12 @@ def test_hf_minilm_beside_its_gfsa_patch_gives_the_python_api_numbers(tmp_path, 
     assert main(["diagnose", "--hf", MINILM, "--patch", "gfsa", "--patch-option", "K=3",
                  "--num-samples", "8", "--batch-size", "5", "--formats", "png",
                  "--out", str(out)]) == 0
-    assert "8 of the package's example sentences" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "8 of the package's example sentences" in printed
+    # The two models' lines coincide, and the command says why.
+    assert (f"note: {MINILM}+gfsa lies on {MINILM}: the same values (its GFSA filters are "
+            "still g(σ) = σ") in printed
+    assert f"loading --hf {MINILM} and a copy patched with gfsa" in printed
     unpatched, patched = reports(out)
     assert (unpatched.label, patched.label) == (MINILM, f"{MINILM}+gfsa")
     for figure in ("cosine_similarity", "effective_rank", "frequency_response",
@@ -302,4 +307,88 @@ def test_bad_pretrained_arguments_exit_2_naming_the_argument(tmp_path, capsys, a
     assert captured.err.startswith("filterformer diagnose: error: ")
     assert message.format(**names) in captured.err
     assert "Traceback" not in captured.err
-    assert captured.out == "" and not (out / "diagnostics.json").exists()  # nothing diagnosed
+    # Nothing diagnosed: at most the line saying which model was being loaded.
+    assert all(line.startswith("loading --") for line in captured.out.splitlines())
+    assert not (out / "diagnostics.json").exists()
+
+
+def _config_files(tmp_path, **variants):
+    """One config file per variant of CONFIG with a fresh random depth and width."""
+    fields = {**CONFIG, "depth": random.randint(2, 4), "dim": random.choice([8, 16])}
+    for name, extra in variants.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**fields, **extra}))
+    return [tmp_path / f"{name}.yaml" for name in variants]
+
+
+def test_progress_is_printed_a_line_per_model_and_batch_and_quiet_prints_results_only(
+        tmp_path, capsys):
+    softmax, neutreno = _config_files(tmp_path, softmax={}, neutreno={"neutreno_lambda": 0.6})
+    samples, batch = random.randint(5, 9), random.randint(2, 4)
+    argv = ["diagnose", "--config", str(softmax), "--config", str(neutreno), "--num-samples",
+            str(samples), "--batch-size", str(batch), "--seq-len", "6", "--formats", "png"]
+    assert main([*argv, "--out", str(tmp_path / "loud")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    batches = -(-samples // batch)
+    for label, path in (("softmax", softmax), ("neutreno", neutreno)):
+        assert f"loading --config {path}" in printed
+        assert f"diagnosing {label}" in printed
+        assert [line for line in printed if line.startswith(f"  {label}: batch ")] == [
+            f"  {label}: batch {index} done, {min(index * batch, samples)} samples"
+            for index in range(1, batches + 1)]
+    assert printed.index(f"loading --config {softmax}") < printed.index("diagnosing softmax")
+    assert f"drawing figures into {tmp_path / 'loud'}" in printed
+    assert main([*argv, "--quiet", "--out", str(tmp_path / "quiet")]) == 0
+    quiet = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in quiet] == ["softmax", "neutreno", "wrote " + str(
+        tmp_path / "quiet" / "diagnostics.json") + " and 7 figures to " + str(tmp_path / "quiet")]
+
+
+def test_a_run_replaces_the_files_of_the_earlier_run_in_out_and_nothing_else(tmp_path, capsys):
+    softmax, gfsa = _config_files(tmp_path, softmax={}, gfsa={"attention": "gfsa"})
+    out = tmp_path / "out"
+    run("--config", softmax, "--config", gfsa, "--num-samples", 4, "--seq-len", 6, "--out", out)
+    assert (out / "gfsa_filters_gfsa.svg").is_file() and (out / "cosine_similarity.svg").is_file()
+    kept = {"notes.txt": "mine", "my_plot.png": "not a figure of diagnose",
+            "cosine_similarity.csv": "another kind"}
+    for name, text in kept.items():
+        (out / name).write_text(text)
+    capsys.readouterr()
+    run("--config", softmax, "--num-samples", 4, "--seq-len", 6, "--formats", "png",
+        "--out", out)
+    assert f"removed 17 files of an earlier diagnose run from {out}" in capsys.readouterr().out
+    assert [r.label for r in reports(out)] == ["softmax"]
+    names = {path.name for path in out.iterdir()}
+    assert not any(name.startswith("gfsa_filters") or name.endswith(".svg") for name in names)
+    assert {"cosine_similarity.png", "diagnostics.json", *kept} <= names
+    for name, text in kept.items():
+        assert (out / name).read_text() == text
+
+
+def test_a_gfsa_model_at_initialisation_is_said_to_lie_on_plain_attention(tmp_path, capsys):
+    softmax, gfsa, neutreno = _config_files(tmp_path, softmax={}, gfsa={"attention": "gfsa"},
+                                            neutreno={"neutreno_lambda": 0.6})
+    run("--config", softmax, "--config", gfsa, "--config", neutreno, "--num-samples", 4,
+        "--seq-len", 6, "--seed", random.randrange(100), "--formats", "png",
+        "--out", tmp_path / "out")
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert notes == ["note: gfsa lies on softmax: the same values (its GFSA filters are still "
+                     "g(σ) = σ, the attention they filter, as GFSA starts until trained)."]
+
+
+def test_checkpoints_named_alike_are_labelled_by_their_run_directories(tmp_path):
+    paths = [tmp_path / "runs" / name / "checkpoints" / "best.pt" for name in ("gfsa", "softmax")]
+    assert command.path_labels(paths) == ["gfsa/best", "softmax/best"]
+    other = tmp_path / "runs" / "gfsa" / "checkpoints" / "last.pt"
+    assert command.path_labels([paths[0], other]) == ["best", "last"]
+    assert command.path_labels([paths[0], paths[0]]) == ["best", "best (2)"]
+    # Through the command: two best.pt of two training runs.
+    config = TransformerConfig(**{**CONFIG, "depth": random.randint(1, 3)})
+    for path in paths:
+        model = SequenceClassifier(config, num_classes=2)
+        path.parent.mkdir(parents=True)
+        save_checkpoint(path, {"config": {}, "model_config": config.to_dict(),
+                               "model": model.state_dict()})
+    out = tmp_path / "out"
+    run("--checkpoint", paths[0], "--checkpoint", paths[1], "--num-samples", 3, "--seq-len", 5,
+        "--formats", "png", "--out", out)
+    assert [r.label for r in reports(out)] == ["gfsa/best", "softmax/best"]

@@ -1,13 +1,16 @@
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from scipy.special import eval_jacobi
 
-from filterformer.diagnostics import diagnose
+from filterformer.diagnostics import LearnedFilterCurves, diagnose
+from filterformer.diagnostics import figures as figures_module
 from filterformer.diagnostics.figures import (
     plot_agf_polynomials,
+    plot_frequency_comparison,
     plot_frequency_responses,
     plot_layer_metric,
     plot_learned_filters,
@@ -88,3 +91,93 @@ def test_plot_report_writes_every_supported_figure(tmp_path, reports):
         "frequency_response", "attention_similarity", "layer_norm_sigma", "gfsa_filters_gfsa",
     }
     assert all(paths[0].is_file() for paths in written.values())
+
+
+def _depth_reports(depth, attentions=("softmax", "gfsa")):
+    """Reports of models of ``depth`` layers on the same fresh random batch."""
+    ids = torch.randint(1, 30, (3, int(torch.randint(5, 9, ()))))
+    out = []
+    for attention in attentions:
+        config = TransformerConfig(dim=8, depth=depth, num_heads=2, vocab_size=30,
+                                   attention=attention)
+        out.append(diagnose(Transformer(config), [{"input_ids": ids}], label=attention))
+    return out
+
+
+def test_frequency_comparison_draws_each_model_minus_the_first_on_a_labelled_axis(reports):
+    figure = plot_frequency_comparison(reports)
+    gains, difference = figure.axes
+    assert gains.get_yscale() == "log" and "log" in gains.get_ylabel()
+    softmax, gfsa = (np.nanmean(np.array(r.frequency_response), axis=0) for r in reports)
+    np.testing.assert_allclose(gains.get_lines()[1].get_ydata(), gfsa)
+    (drawn,) = [line for line in difference.get_lines() if not line.get_label().startswith("_")]
+    assert drawn.get_label() == "gfsa"
+    np.testing.assert_allclose(drawn.get_ydata(), gfsa - softmax)
+    assert "softmax" in difference.get_ylabel() and "difference" in difference.get_title()
+    with pytest.raises(ValueError, match="relative_to must be the label"):
+        plot_frequency_responses(reports, relative_to="fusion")
+
+
+def test_gfsa_filters_are_drawn_as_departures_from_attention_titled_by_layer_index():
+    sigma = np.linspace(0, 1, 11)
+    weights = np.random.default_rng().normal(size=(3, 2))
+    names = [f"encoder.layer.{index}.attention.self.filterformer_gfsa" for index in (2, 5, 7)]
+    curves = [
+        LearnedFilterCurves(name=name, sigma=sigma.tolist(),
+                            response=[(sigma + w * sigma * (1 - sigma)).tolist() for w in row])
+        for name, row in zip(names, weights, strict=True)
+    ]
+    figure = plot_learned_filters(curves, relative_to_attention=True)
+    visible = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in visible] == ["layer 2", "layer 5", "layer 7"]
+    for ax, row in zip(visible, weights, strict=True):
+        drawn = [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+        for line, w in zip(drawn, row, strict=True):
+            np.testing.assert_allclose(line.get_ydata(), w * sigma * (1 - sigma), atol=1e-12)
+    assert "g(σ) − σ" in figure.get_supylabel()
+
+
+@pytest.mark.parametrize("depth", [2, 4, 5])
+def test_layer_axes_tick_only_whole_layers_and_the_last_layer_is_named(depth):
+    reports = _depth_reports(depth)
+    for metric in ("token_cosine_similarity", "attention_similarity"):
+        figure = plot_layer_metric(reports, metric)
+        ticks = [t for t in figure.axes[0].get_xticks() if -0.01 <= t <= depth + 0.01]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert plot_singular_spectra(reports).axes[0].get_title() == f"layer {depth} (last)"
+    assert plot_singular_spectra(reports, layer=1).axes[0].get_title() == "layer 1"
+
+
+def test_a_model_whose_lines_lie_on_another_is_said_in_every_figure_drawing_both(tmp_path):
+    config = TransformerConfig(dim=8, depth=3, num_heads=2, vocab_size=30)
+    plain = Transformer(config)
+    # GFSA at initialisation, on the same weights: the attention it filters, to round-off.
+    filtered = Transformer(TransformerConfig(**{**config.to_dict(), "attention": "gfsa"}))
+    missing = filtered.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert missing and all(key.rsplit(".", 1)[-1] in ("w0", "w1", "wK") for key in missing)
+    batches = [{"input_ids": torch.randint(1, 30, (3, 7))}]
+    reports = [diagnose(plain, batches, label="plain"), diagnose(filtered, batches, label="gfsa")]
+    plot_report(reports, tmp_path, formats=["svg"])
+    for name in ("cosine_similarity", "frequency_response", "gfsa_filters_gfsa"):
+        assert (tmp_path / f"{name}.svg").is_file()
+    notes = figure_notes(reports)
+    assert notes["cosine_similarity"].startswith("gfsa lies on plain: the same values")
+    assert "g(σ) = σ" in notes["frequency_response"]
+    assert "untrained" in notes["gfsa_filters_gfsa"]
+    # Models that differ get no note.
+    different = _depth_reports(3)
+    assert not figure_notes(different)["cosine_similarity"]
+
+
+def figure_notes(reports):
+    """Each figure's title as plot_report draws it."""
+    drawn = {}
+
+    def keep(figure, path, formats=None):
+        drawn[Path(path).name] = figure._suptitle.get_text() if figure._suptitle else ""
+        return []
+
+    with pytest.MonkeyPatch.context() as patcher:
+        patcher.setattr(figures_module, "save_figure", keep)
+        plot_report(reports, "unused")
+    return drawn

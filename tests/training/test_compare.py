@@ -309,7 +309,7 @@ def test_the_report_marks_only_significantly_better_rows(frozen_comparison, tmp_
                "summary": summarize(results["runs"], results["methods"], "accuracy",
                                     "softmax-lr0")}
     page = render_report(swapped, [], tmp_path / "report.html").read_text()
-    marks = re.findall(r'<tr class="(\w+)"><td>([\w+-]+)</td>', page)
+    marks = re.findall(r'<tr class="(\w+)"><td[^>]*><div>([\w+-]+)</div></td>', page)
     assert sorted(marks) == [("baseline", "softmax-lr0"), ("best", "softmax"),
                              ("best", "softmax-again")]
     assert re.search(r"On test accuracy, softmax \(\+0\.\d{4}, 95 % CI \+0\.\d{4} to "

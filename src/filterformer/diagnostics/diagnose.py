@@ -179,6 +179,7 @@ def diagnose(
     max_batches: int | None = None,
     num_frequencies: int | None = None,
     filter_points: int = 101,
+    progress: Callable[[int, int], None] | None = None,
 ) -> DiagnosticsReport:
     """Every over-smoothing metric of ``model``, per layer, averaged over a stream of batches.
 
@@ -200,6 +201,8 @@ def diagnose(
         max_batches: stop after this many batches.
         num_frequencies: the frequency grid (the first batch's longest real length when None).
         filter_points: frequencies at which learned filters are evaluated.
+        progress: called after each batch with the batches and the samples done so far (a
+            long run can say how far it got).
 
     Returns:
         :class:`DiagnosticsReport`.
@@ -222,6 +225,8 @@ def diagnose(
                 model, batch, attentions=attentions, norms=norms, layers=layers, forward=forward
             )
             accumulator.update(captured)
+            if progress is not None:
+                progress(index + 1, accumulator.num_samples)
     finally:
         model.train(was_training)
     return accumulator.report(

@@ -10,18 +10,26 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from torch import Tensor
 
+from .coinciding import coincidence_note, coinciding_reports, untrained_gfsa
+from .figure_labels import layer_title, wrap_title
 from .learned_filters import agf_polynomial_responses
 from .report import DiagnosticsReport, LearnedFilterCurves
 
 __all__ = [
     "FIGURE_FORMATS",
     "LAYER_METRICS",
+    "LEARNED_FILTER_FIGURES",
+    "REPORT_FIGURES",
+    "SAVED_FORMATS",
     "plot_agf_polynomials",
+    "plot_frequency_comparison",
     "plot_frequency_responses",
     "plot_layer_metric",
     "plot_learned_filters",
@@ -40,8 +48,21 @@ LAYER_METRICS = {
     "attention_similarity": "attention map similarity",
     "layer_norm_product": "σ1σ2",
 }
-#: File formats :func:`save_figure` writes by default.
+#: The figures :func:`plot_report` may write, by file name without suffix; and the prefixes of
+#: its per-model learned filter grids (``gfsa_filters_<label>``).
+REPORT_FIGURES = (
+    "cosine_similarity",
+    "identical_token_distance",
+    "effective_rank",
+    "singular_spectrum",
+    "frequency_response",
+    "attention_similarity",
+    "layer_norm_sigma",
+)
+LEARNED_FILTER_FIGURES = ("gfsa_filters_", "agf_filters_")
+#: File formats :func:`save_figure` writes by default, and those it can write.
 FIGURE_FORMATS = ("png", "svg")
+SAVED_FORMATS = ("png", "svg", "pdf")
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (4.5, 3.2)) -> tuple[Figure, Axes]:
@@ -74,18 +95,33 @@ def plot_layer_metric(
     if metric not in LAYER_METRICS:
         raise ValueError(f"metric must be one of {tuple(LAYER_METRICS)}; got {metric!r}")
     figure, ax = _axes(ax)
+    layers: list[int] = []
     for report in _as_list(reports):
         values = getattr(report, metric)
         if values is None:
             continue
         # Hidden-state metrics start at the embeddings (layer 0); layer metrics at layer 1.
         first = 0 if len(values) == report.num_layers + 1 else 1
+        layers += [first, first + len(values) - 1]
         ax.plot(range(first, first + len(values)), values, marker="o", ms=3, label=report.label)
+    _whole_number_ticks(ax, layers)
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel(LAYER_METRICS[metric])
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return figure
+
+
+def _whole_number_ticks(ax: Axes, values: Sequence[int], most: int = 12) -> None:
+    """Ticks on the x axis at whole numbers only: every one from the least to the greatest of
+    ``values`` when there are at most ``most``, else integer steps chosen by matplotlib."""
+    if not values:
+        return
+    low, high = min(values), max(values)
+    if high - low < most:
+        ax.set_xticks(range(low, high + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def plot_singular_spectra(
@@ -105,12 +141,26 @@ def plot_singular_spectra(
         ax: axes to draw on.
     """
     figure, ax = _axes(ax)
-    for report in _as_list(reports):
+    reports = _as_list(reports)
+    layers = set()
+    for report in reports:
         values = report.pooled_singular_spectrum if pooled else report.singular_spectrum[layer]
-        ax.plot(range(1, len(values) + 1), values, label=report.label)
+        index = range(report.num_layers + 1)[layer]  # −1 named by its index: the last layer
+        layers.add(index)
+        label = report.label if pooled or len(set(r.num_layers for r in reports)) == 1 else (
+            f"{report.label} (layer {index})")
+        ax.plot(range(1, len(values) + 1), values, label=label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # singular values are counted
     ax.set_xlabel("singular value index")
     ax.set_ylabel("σ_i / σ_1")
-    ax.set_title("pooled, last layer" if pooled else f"layer {layer}", fontsize="small")
+    if pooled:
+        title = "every token pooled, last layer"
+    elif len(layers) == 1:
+        (index,) = layers
+        title = f"layer {index}" + (" (last)" if index == reports[0].num_layers else "")
+    else:
+        title = "each model's layer, as labelled"
+    ax.set_title(title, fontsize="small")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return figure
@@ -120,28 +170,93 @@ def plot_frequency_responses(
     reports: DiagnosticsReport | Iterable[DiagnosticsReport],
     *,
     layer: int | None = None,
+    relative_to: str | None = None,
     ax: Axes | None = None,
 ) -> Figure:
     """Normalised frequency response of the attention filters, one line per model.
 
+    Every attention is a low-pass filter with gain 1 at frequency 0: on a linear scale the
+    methods are one spike drawn on top of each other. The gains are drawn on a log scale, or,
+    with ``relative_to``, as differences from one model's, where the methods separate.
+
     Args:
         reports: one report or several (those without responses are skipped).
         layer: 0-based attention layer; None averages the responses of every layer.
+        relative_to: the label of the report to subtract (it is not drawn itself; read on each
+            model's frequency grid where the grids differ); None draws the gains themselves.
         ax: axes to draw on.
+
+    Raises:
+        ValueError: when no report with a frequency response is labelled ``relative_to``.
     """
     figure, ax = _axes(ax)
-    for report in _as_list(reports):
-        if report.frequency_response is None:
+    measured = [r for r in _as_list(reports) if r.frequency_response is not None]
+
+    def gains(report: DiagnosticsReport) -> Tensor:
+        responses = torch.tensor(report.frequency_response, dtype=torch.float64)
+        return responses.nanmean(dim=0) if layer is None else responses[layer]
+
+    reference = None
+    if relative_to is not None:
+        matches = [r for r in measured if r.label == relative_to]
+        if not matches:
+            raise ValueError(f"relative_to must be the label of a report with a frequency "
+                             f"response, one of {[r.label for r in measured]}; got "
+                             f"{relative_to!r}")
+        reference = matches[0]
+    for index, report in enumerate(measured):
+        if report.label == relative_to:
             continue
-        responses = torch.tensor(report.frequency_response)
-        values = responses.nanmean(dim=0) if layer is None else responses[layer]
-        ax.plot(report.frequencies, values.tolist(), label=report.label)
+        values = gains(report)
+        if reference is not None:
+            # Models diagnosed on other inputs (--compare) have other grids: the reference is
+            # read on each model's grid, periodically, as the responses are (frequency.py).
+            values = values - torch.from_numpy(np.interp(
+                report.frequencies, reference.frequencies, gains(reference).numpy(),
+                period=1.0))
+        # A model keeps its colour whether or not the reference is drawn beside it.
+        ax.plot(report.frequencies, values.tolist(), label=report.label, color=f"C{index % 10}")
     ax.set_xlabel("frequency (cycles per token)")
-    ax.set_ylabel("normalised magnitude")
-    ax.set_title("mean over layers" if layer is None else f"attention layer {layer}",
-                 fontsize="small")
+    where = "mean over layers" if layer is None else f"attention layer {layer}"
+    if reference is None:
+        ax.set_yscale("log")
+        ax.set_ylabel("normalised gain (log scale)")
+        ax.set_title(where, fontsize="small")
+    else:
+        ax.axhline(0.0, color="0.4", lw=0.8, label=f"_{relative_to}")
+        ax.set_ylabel(wrap_title(f"gain − gain of {relative_to}", 32))
+        ax.set_title(wrap_title(f"difference from {relative_to}, {where}", 40),
+                     fontsize="small")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return figure
+
+
+def plot_frequency_comparison(
+    reports: DiagnosticsReport | Iterable[DiagnosticsReport],
+    *,
+    layer: int | None = None,
+    reference: str | None = None,
+) -> Figure:
+    """The frequency responses on a log scale and, beside them, every model's difference from
+    a reference model's.
+
+    Args:
+        reports: one report or several (those without responses are skipped); one panel when
+            fewer than two have a response.
+        layer: 0-based attention layer; None averages the responses of every layer.
+        reference: the label of the model subtracted (a baseline); the first model with a
+            response (the unpatched one, as ``diagnose`` orders them) when None.
+    """
+    measured = [r for r in _as_list(reports) if r.frequency_response is not None]
+    if len(measured) < 2:
+        return plot_frequency_responses(measured, layer=layer)
+    figure = Figure(figsize=(9.0, 3.4), layout="constrained")
+    gains, difference = figure.subplots(1, 2)
+    plot_frequency_responses(measured, layer=layer, ax=gains)
+    plot_frequency_responses(measured, layer=layer, ax=difference,
+                             relative_to=measured[0].label if reference is None else reference)
     return figure
 
 
@@ -155,24 +270,45 @@ def _grid(count: int, columns: int) -> tuple[Figure, list[Axes]]:
     return figure, axes[:count]
 
 
-def plot_learned_filters(curves: Sequence[LearnedFilterCurves], *, columns: int = 4) -> Figure:
+def plot_learned_filters(
+    curves: Sequence[LearnedFilterCurves],
+    *,
+    columns: int = 4,
+    relative_to_attention: bool = False,
+    title: str | None = None,
+) -> Figure:
     """A per-layer grid of learned filter responses ``g(σ)``, one line per head.
+
+    Each panel is titled by the layer's index read from its module path (``layer 0`` for
+    ``encoder.layer.0.attention.self``).
 
     Args:
         curves: one entry per layer (``DiagnosticsReport.gfsa_filters`` or ``agf_filters``).
         columns: subplots per row.
+        relative_to_attention: draw ``g(σ) − σ``, the departure from the attention the filter
+            starts as (GFSA's ``w1 = 1``, ``w0 = wK = 0``); ``g(σ)`` itself is a near-straight
+            line whose change is too small to see.
+        title: the figure's title (e.g. the model's label).
     """
     if not curves:
         raise ValueError("curves must hold at least one layer's learned filter")
     figure, axes = _grid(len(curves), columns)
-    for index, (ax, curve) in enumerate(zip(axes, curves, strict=True)):
+    for ax, curve in zip(axes, curves, strict=True):
+        sigma = torch.tensor(curve.sigma, dtype=torch.float64)
         for head, response in enumerate(curve.response):
-            ax.plot(curve.sigma, response, lw=1, label=f"head {head}")
+            values = torch.tensor(response, dtype=torch.float64)
+            if relative_to_attention:
+                values = values - sigma
+            ax.plot(curve.sigma, values.tolist(), lw=1, label=f"head {head}")
         ax.axhline(0.0, color="0.6", lw=0.5)
-        ax.set_title(f"layer {index}: {curve.name}", fontsize="x-small")
+        ax.set_title(layer_title(curve.name), fontsize="x-small")
         ax.tick_params(labelsize="x-small")
-    figure.supxlabel("σ (graph frequency)", fontsize="small")
-    figure.supylabel("g(σ)", fontsize="small")
+    figure.supxlabel("σ (graph frequency)" + (
+        "; g(σ) − σ = 0 is the attention the filter starts as" if relative_to_attention
+        else ""), fontsize="small")
+    figure.supylabel("g(σ) − σ" if relative_to_attention else "g(σ)", fontsize="small")
+    if title:
+        figure.suptitle(wrap_title(title, 20 * min(columns, len(curves))), fontsize="small")
     return figure
 
 
@@ -219,10 +355,10 @@ def save_figure(
     Returns:
         The written paths.
     """
-    valid = ("png", "svg", "pdf")
-    bad = [f for f in formats if f not in valid]
+    bad = [f for f in formats if f not in SAVED_FORMATS]
     if bad or not formats:
-        raise ValueError(f"formats must be a non-empty selection of {valid}; got {list(formats)}")
+        raise ValueError(f"formats must be a non-empty selection of {SAVED_FORMATS}; got "
+                         f"{list(formats)}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -241,9 +377,12 @@ def plot_report(
     """Every figure the reports support, written into ``directory``.
 
     Writes ``cosine_similarity``, ``identical_token_distance``, ``effective_rank``,
-    ``singular_spectrum`` and, when measured, ``frequency_response``, ``attention_similarity``,
-    ``layer_norm_sigma`` and a ``gfsa_filters_<label>`` / ``agf_filters_<label>`` grid per
-    model with GFSA / AGF layers.
+    ``singular_spectrum`` and, when measured, ``frequency_response`` (log-scale gains and each
+    model's difference from the first, :func:`plot_frequency_comparison`),
+    ``attention_similarity``, ``layer_norm_sigma`` and a ``gfsa_filters_<label>`` (``g(σ) − σ``)
+    / ``agf_filters_<label>`` grid per model with GFSA / AGF layers. A figure in which one
+    model's lines lie on another's says so in its title (see
+    :func:`~filterformer.diagnostics.coinciding.coincidence_note`).
 
     Returns:
         The written paths by figure name.
@@ -259,16 +398,35 @@ def plot_report(
         "singular_spectrum": plot_singular_spectra(reports),
     }
     if any(r.frequency_response is not None for r in reports):
-        figures["frequency_response"] = plot_frequency_responses(reports)
+        figures["frequency_response"] = plot_frequency_comparison(reports)
     if any(r.attention_similarity for r in reports):
         figures["attention_similarity"] = plot_layer_metric(reports, "attention_similarity")
     if any(r.layer_norm_product is not None for r in reports):
         figures["layer_norm_sigma"] = plot_layer_metric(reports, "layer_norm_product")
+    for figure in figures.values():
+        _note_coinciding(figure, reports)
     for report in reports:
-        for kind, curves in (("gfsa", report.gfsa_filters), ("agf", report.agf_filters)):
-            if curves:
-                figures[f"{kind}_filters_{_slug(report.label)}"] = plot_learned_filters(curves)
+        if report.gfsa_filters:
+            title = f"{report.label}: learned GFSA filters"
+            if untrained_gfsa(report):
+                title += " (untrained: every g(σ) is still σ, the attention itself)"
+            figures[f"gfsa_filters_{_slug(report.label)}"] = plot_learned_filters(
+                report.gfsa_filters, relative_to_attention=True, title=title)
+        if report.agf_filters:
+            figures[f"agf_filters_{_slug(report.label)}"] = plot_learned_filters(
+                report.agf_filters, title=f"{report.label}: learned AGF filters")
     return {name: save_figure(fig, directory / name, formats) for name, fig in figures.items()}
+
+
+def _note_coinciding(figure: Figure, reports: Sequence[DiagnosticsReport]) -> None:
+    """Title ``figure`` with a note for each drawn line that lies on another drawn line."""
+    drawn = {line.get_label() for ax in figure.axes for line in ax.get_lines()}
+    notes = [coincidence_note(later, earlier) for later, earlier in coinciding_reports(reports)
+             if later.label in drawn and earlier.label in drawn]
+    if notes:
+        width = int(figure.get_figwidth() * 14)
+        figure.suptitle("\n".join(wrap_title(note, width) for note in notes),
+                        fontsize="x-small", color="0.25")
 
 
 def _slug(text: str) -> str:

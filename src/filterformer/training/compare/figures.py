@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ...diagnostics import DiagnosticsReport
 from ...diagnostics.figures import (
-    plot_frequency_responses,
+    plot_frequency_comparison,
     plot_layer_metric,
     plot_learned_filters,
     save_figure,
@@ -95,27 +95,34 @@ def comparison_figures(
          "validation batches, averaged over seeds. Rising curves are over-smoothing."),
     ]
     if any(r.frequency_response is not None for r in per_method):
+        baselines = [row["method"] for row in summary if row.get("difference") is None]
+        reference = reports[baselines[0]].label if baselines and baselines[0] in reports else None
+        subtracted = reference or next(
+            r.label for r in per_method if r.frequency_response is not None)
         planned += [
-            ("frequency_response", plot_frequency_responses(per_method),
+            ("frequency_response", plot_frequency_comparison(per_method, reference=reference),
              "Attention filter frequency response (mean over layers)",
              "Normalised gain of each layer's attention operator on graph frequencies (its "
-             "discrete Fourier transform over tokens), averaged over layers, heads and samples. "
-             "A low-pass filter keeps only frequency 0."),
+             "discrete Fourier transform over tokens), averaged over layers, heads and samples, "
+             "on a log scale (left; a low-pass filter keeps only frequency 0), and each "
+             f"method's gain minus {subtracted}'s (right), where the methods separate."),
             ("frequency_response_last",
-             plot_frequency_responses(per_method, layer=per_method[0].num_layers - 1),
+             plot_frequency_comparison(per_method, layer=per_method[0].num_layers - 1,
+                                       reference=reference),
              "Attention filter frequency response (last layer)",
              "The same for the last attention layer alone."),
         ]
     for method, report in reports.items():
-        for kind, curves, name in (("gfsa", report.gfsa_filters, "GFSA g(σ)"),
+        for kind, curves, name in (("gfsa", report.gfsa_filters, "GFSA g(σ) − σ"),
                                    ("agf", report.agf_filters, "AGF G(σ)")):
             if curves:
                 planned.append((
                     f"{kind}_filters_{_file_stem(method)}",
-                    plot_learned_filters(curves, columns=2),
+                    plot_learned_filters(curves, columns=2, relative_to_attention=kind == "gfsa"),
                     f"Learned filters of {method}",
                     f"{name} per layer, learned by {method} (mean over seeds; one line per "
-                    "head where heads have their own)."
+                    "head where heads have their own)" + (
+                        "; 0 is the attention the filter starts as." if kind == "gfsa" else ".")
                 ))
     figures = []
     used: set[str] = set()

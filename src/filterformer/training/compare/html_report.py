@@ -21,7 +21,8 @@ body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; 
 h1 { font-size: 1.6em; margin-bottom: 0.2em; }
 .meta { color: #555; margin-top: 0; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.6em; text-align: right; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.35em 0.6em; text-align: right;
+         vertical-align: top; }
 td { white-space: nowrap; }
 th { background: #f3f3f3; }
 td:first-child, th:first-child { text-align: left; }
@@ -34,12 +35,27 @@ tr.baseline td { background: #f7f7f7; font-style: italic; }
 .ci { display: block; font-size: 0.85em; color: #444; }
 .verdict.better { color: #17691f; font-weight: 600; }
 .verdict.worse { color: #a11; font-weight: 600; }
-.figures { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr));
-           gap: 1.2em; }
+.figures { display: grid; gap: 1.2em;
+           grid-template-columns: repeat(auto-fill, minmax(min(520px, 100%), 1fr)); }
 figure { margin: 0; border: 1px solid #e3e3e3; padding: 0.6em; }
 figure img { width: 100%; height: auto; display: block; }
 figcaption { font-size: 0.85em; color: #444; margin-top: 0.4em; }
 ul.notes { font-size: 0.85em; color: #444; }
+/* Ten columns need about 1200 pixels: in a narrower window each method's row becomes a card of
+   labelled values, so the over-smoothing columns at the right are read, not scrolled to (wider
+   tables than that, with long method names, scroll inside .table). */
+@media (max-width: 1240px) {
+  .table table, .table tbody, .table tr, .table td { display: block; width: auto; }
+  .table thead { display: none; }
+  .table tr { border: 1px solid #ddd; margin: 0 0 0.8em; }
+  .table td { display: grid; grid-template-columns: minmax(8em, 45%) 1fr; gap: 0.8em;
+              text-align: right; white-space: normal; }
+  .table td::before { content: attr(data-label); text-align: left; font-weight: 600;
+                      color: #444; }
+  .table td:first-child { display: block; text-align: left; font-size: 1.1em;
+                          background: #f3f3f3; }
+  .table td:first-child::before { content: none; }
+}
 """
 
 
@@ -201,7 +217,9 @@ def _table(results: dict[str, Any]) -> str:
             css = ' class="best"'
         else:
             css = ""
-        rows.append(f"<tr{css}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        rows.append(f"<tr{css}>" + "".join(
+            f'<td data-label="{html.escape(name)}"><div>{cell}</div></td>'
+            for name, cell in zip(header, cells, strict=True)) + "</tr>")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     return (f'<div class="table"><table><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></div>")
