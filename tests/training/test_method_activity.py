@@ -12,7 +12,8 @@ import torch
 from filterformer.cli import main
 from filterformer.functional import gfsa_response
 from filterformer.method_parameters import method_parameters
-from filterformer.training import Trainer, load_checkpoint, save_checkpoint
+from filterformer.training import OptimizerConfig, Trainer, load_checkpoint, save_checkpoint
+from filterformer.training.coefficient_lr import resolve_coefficient_lr
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.method_activity import LISTED_VALUES
 
@@ -216,5 +217,21 @@ def test_a_bad_coefficient_lr_in_a_config_exits_2_naming_it(tmp_path, capsys, co
     path.write_text(f"task: majority\noptimizer:\n  coefficient_lr: {value}\n")
     code = main([command, "--config", str(path), "--output-dir", str(tmp_path / "out")])
     assert code == 2
-    assert "optimizer.coefficient_lr must be" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "optimizer.coefficient_lr must be" in err
+    finite = "a finite number" in err
+    assert finite == (value in ("nan", "inf", "infx")), err
     assert not (tmp_path / "out").exists()
+
+
+def test_coefficient_lr_spellings_read_as_one_setting():
+    lr = float(torch.rand(())) * 1e-2 + 1e-4
+    multiple = float(torch.randint(2, 100, ()))
+    spellings = [f"{multiple}x", f" {multiple:.1f}X", f"{int(multiple)}x"]
+    configs = [OptimizerConfig(lr=lr, coefficient_lr=text) for text in spellings]
+    assert {c.coefficient_lr for c in configs} == {f"{int(multiple)}x"}
+    assert all(resolve_coefficient_lr(c.coefficient_lr, c.lr) == multiple * lr for c in configs)
+    rate = float(torch.rand(()))
+    assert OptimizerConfig(coefficient_lr=repr(rate)).coefficient_lr == rate
+    assert resolve_coefficient_lr(OptimizerConfig(coefficient_lr=rate).coefficient_lr, lr) == rate
+    assert resolve_coefficient_lr(OptimizerConfig().coefficient_lr, lr) is None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import yaml
+
 __all__ = ["KEY", "normalize_coefficient_lr", "resolve_coefficient_lr"]
 
 #: The key, named in every error.
@@ -22,12 +24,26 @@ def _refuse(value: Any) -> ValueError:
     return ValueError(f"{KEY} must be {_SPELLINGS}; got {value!r}")
 
 
+def _yaml_number(text: str) -> float | None:
+    """YAML's own spellings of numbers (``.nan``, ``-.inf``), which ``float`` does not read."""
+    try:
+        number = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return float(number) if type(number) in (int, float) else None
+
+
 def _number(text: str, value: Any) -> float:
     try:
         number = float(text)
     except ValueError:
-        raise _refuse(value) from None
-    if not 0 <= number < math.inf:  # NaN fails too
+        number = _yaml_number(text)
+        if number is None:
+            raise _refuse(value) from None
+    if not math.isfinite(number):
+        # As every other number of a config says it.
+        raise ValueError(f"{KEY} must be a finite number; got {value!r}")
+    if number < 0:
         raise _refuse(value)
     return number
 
