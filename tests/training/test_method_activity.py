@@ -9,13 +9,21 @@ import json
 import pytest
 import torch
 
+from filterformer import patched_parameters
 from filterformer.cli import main
 from filterformer.functional import gfsa_response
 from filterformer.method_parameters import method_parameters
-from filterformer.training import OptimizerConfig, Trainer, load_checkpoint, save_checkpoint
+from filterformer.training import (
+    OptimizerConfig,
+    TrainConfig,
+    Trainer,
+    load_checkpoint,
+    save_checkpoint,
+)
 from filterformer.training.coefficient_lr import resolve_coefficient_lr
 from filterformer.training.compare import compare, load_compare_config
 from filterformer.training.method_activity import LISTED_VALUES
+from filterformer.training.model_building import load_task_data
 
 from .helpers import majority_task, tiny_config
 
@@ -235,3 +243,26 @@ def test_coefficient_lr_spellings_read_as_one_setting():
     assert OptimizerConfig(coefficient_lr=repr(rate)).coefficient_lr == rate
     assert resolve_coefficient_lr(OptimizerConfig(coefficient_lr=rate).coefficient_lr, lr) == rate
     assert resolve_coefficient_lr(OptimizerConfig().coefficient_lr, lr) is None
+
+
+def test_a_pretrained_run_measures_and_speeds_up_exactly_the_patch(tmp_path):
+    task = load_task_data("sentiment", {"num_train": 16, "validation_fraction": 0.003,
+                                        "test_fraction": 0.003})
+    config = TrainConfig.from_dict({
+        "task": "sentiment", "task_options": {"num_train": 16, "validation_fraction": 0.003,
+                                              "test_fraction": 0.003},
+        "pretrained": "all-MiniLM-L6-v2", "method": "gfsa+fusion", "model": {"fusion": "gate"},
+        "batch_size": 8, "max_steps": 2, "progress": False, "output_dir": str(tmp_path),
+        "optimizer": {"lr": 1e-4, "coefficient_lr": "30x"},
+    })
+    trainer = Trainer(config, task=task)
+    patched = patched_parameters(trainer.model.backbone)
+    rates = {id(p): g["lr"] for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert {i for i, rate in rates.items() if rate == pytest.approx(3e-3)} == {
+        id(p) for _, p in patched}
+    assert all(rate == 1e-4 for i, rate in rates.items() if i not in {id(p) for _, p in patched})
+    trainer.fit()
+    activity = _summary(tmp_path)["method_activity"]
+    reported = {name for method in activity.values() for name in method["parameters"]}
+    assert reported == {f"backbone.{name}" for name, _ in patched}
+    assert set(activity) == {"gfsa", "fusion"} and activity["gfsa"]["max_abs_change"] > 0
