@@ -5,6 +5,7 @@ import torch
 import transformers
 
 from filterformer import from_pretrained, patch, patched_parameters
+from filterformer.optim import set_coefficient_lr
 from filterformer.patching.saved_patch import PATCH_FILE
 
 from .helpers import load_minilm, sentences
@@ -16,6 +17,45 @@ class PatchedTrainer(transformers.Trainer):
     def get_decay_parameter_names(self, model: torch.nn.Module) -> list[str]:
         patched = {name for name, _ in patched_parameters(model)}
         return [name for name in super().get_decay_parameter_names(model) if name not in patched]
+
+
+class FasterPatchedTrainer(PatchedTrainer):
+    """The recipe's option: the patch's own learning rate, a multiple of the shared one."""
+
+    multiple = 10.0
+
+    def create_optimizer(self, model=None):
+        fresh = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if fresh:
+            set_coefficient_lr(optimizer, model or self.model,
+                               self.multiple * self.args.learning_rate)
+        return optimizer
+
+
+def test_the_trainer_recipe_gives_exactly_the_patch_its_own_learning_rate(tmp_path):
+    model, tokenizer = load_minilm(transformers.AutoModelForSequenceClassification, num_labels=2)
+    patch(model, "gfsa+fusion", fusion="gate")
+    batch, labels = sentences(tokenizer, 8)
+    dataset = [{**{k: v[i] for k, v in batch.items()}, "labels": labels[i]}
+               for i in range(len(labels))]
+    lr = float(torch.rand(())) * 1e-4 + 1e-5
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "run"), max_steps=2, per_device_train_batch_size=4,
+        learning_rate=lr, weight_decay=0.1, save_strategy="no", logging_strategy="no",
+        report_to="none", use_cpu=True, disable_tqdm=True,
+    )
+    trainer = FasterPatchedTrainer(model=model, args=args, train_dataset=dataset)
+    trainer.train()
+    patched = {id(param) for _, param in patched_parameters(model)}
+    # initial_lr: each group's peak rate, which the Trainer's scheduler scales.
+    peak = {id(p): g["initial_lr"] for g in trainer.optimizer.param_groups for p in g["params"]}
+    assert {i for i, rate in peak.items() if rate == 10.0 * lr} == patched
+    assert all(rate == lr for i, rate in peak.items() if i not in patched)
+    assert peak.keys() == {id(p) for p in model.parameters() if p.requires_grad}
+    undecayed = {id(p) for g in trainer.optimizer.param_groups if g["weight_decay"] == 0.0
+                 for p in g["params"]}
+    assert patched <= undecayed
 
 
 def test_trainer_fine_tunes_a_patched_minilm_and_saves_it_for_from_pretrained(tmp_path):

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from ..optim import parameter_groups
+from .coefficient_lr import resolve_coefficient_lr
 from .precision import autocast
 from .run_config import OptimizerConfig, ScheduleConfig
 
@@ -20,9 +21,11 @@ __all__ = ["build_optimizer", "build_scheduler", "lr_factor", "training_step", "
 
 def build_optimizer(model: nn.Module, settings: OptimizerConfig) -> torch.optim.AdamW:
     """AdamW with weight decay only where it belongs (:func:`filterformer.optim.parameter_groups`:
-    not on norms, biases, embeddings or filter coefficients)."""
+    not on norms, biases, embeddings or filter coefficients), and the parameters a method adds
+    at ``settings.coefficient_lr`` when it is set. The first group is always the shared rate's."""
+    coefficient_lr = resolve_coefficient_lr(settings.coefficient_lr, settings.lr)
     return torch.optim.AdamW(
-        parameter_groups(model, settings.weight_decay),
+        parameter_groups(model, settings.weight_decay, coefficient_lr),
         lr=settings.lr, betas=settings.betas, eps=settings.eps,
     )
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..methods import apply_method, method_changes
 from ..models import TransformerConfig
 from ..nn import POOLINGS
+from .coefficient_lr import normalize_coefficient_lr
 from .config_values import check_fields, check_value, dataclass_from_dict, field_hints
 from .pretrained import check_pretrained_source, patch_request, pretrained_task_options
 
@@ -100,12 +101,18 @@ class OptimizerConfig:
 
     Attributes:
         lr: peak learning rate (0 keeps every weight at its initial value, a control).
+        coefficient_lr: the peak learning rate of the parameters a method adds
+            (:func:`filterformer.method_parameters.method_parameters`: GFSA's coefficients,
+            a learnable λ, AGF's ``p``, SAMSA's support scores, the layer fusion): a number
+            >= 0, a multiple of ``lr`` written ``"10x"``, or None for ``lr`` itself (the papers'
+            setting). The schedule scales it as it scales ``lr``.
         weight_decay: decoupled weight decay of the decayed group.
         betas: Adam's β1, β2.
         eps: Adam's ε.
     """
 
     lr: float = 1e-3
+    coefficient_lr: float | str | None = None
     weight_decay: float = 0.05
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
@@ -114,6 +121,7 @@ class OptimizerConfig:
         check_fields(self, "optimizer.")
         if not self.lr >= 0:  # 0 is a legitimate control: the weights stay at initialisation
             raise ValueError(f"optimizer.lr must be >= 0 (0 freezes the weights); got {self.lr}")
+        self.coefficient_lr = normalize_coefficient_lr(self.coefficient_lr)
         _positive("optimizer.eps", self.eps)
         if self.weight_decay < 0:
             raise ValueError(f"optimizer.weight_decay must be >= 0; got {self.weight_decay}")

@@ -9,7 +9,8 @@ One :class:`Trainer` runs one :class:`TrainConfig` in one run directory::
         metrics.csv          the same records as a table
         checkpoints/last.pt  everything needed to resume
         checkpoints/best.pt  the weights with the best validation metric
-        summary.json         the final result (only once the run has finished or diverged)
+        summary.json         the final result (only once the run has finished or diverged),
+                             with how far each method's parameters moved (``method_activity``)
 
 A write killed half-way leaves ``checkpoints/.last.pt.<random>.tmp`` (or ``.best.pt.…``); rank 0
 removes such files when the run next starts or resumes.
@@ -59,6 +60,7 @@ from .directory_lock import directory_lock
 from .distributed import DistributedContext, setup_distributed, torchrun_rank
 from .divergence import TrainingDiverged, divergence_reason
 from .evaluation import MODEL_SELECTION, evaluate, is_better, model_inputs
+from .method_activity import method_activity, method_start
 from .metrics_log import MetricsLog
 from .model_building import (
     ModelConfig,
@@ -86,6 +88,8 @@ _OTHER_RUN_HINT = ("; resume with the configuration it was saved with (filterfor
                    "another output_dir (--output-dir DIR)")
 _TRAINING_ENTRIES = ("optimizer", "scheduler", "scaler", "step", "epoch", "epoch_step", "best",
                      "pending", "rng")
+#: The checkpoint entry holding where the method parameters started (:func:`.method_start`).
+_METHOD_START = "method_start"
 
 
 @dataclass
@@ -110,6 +114,9 @@ class TrainResult:
             stretches; None when a stretch's is unknown.
         diverged: ``{"step", "reason"}`` of a run stopped by a non-finite loss or gradient
             (its ``summary.json`` only: :meth:`Trainer.fit` raises instead of returning it).
+        method_activity: how far the tested weights' method parameters and learned filters are
+            from where the run started (:func:`~.method_activity.method_activity`); None until
+            completed, and for a run resumed from a checkpoint that did not record the start.
     """
 
     run_dir: str
@@ -125,6 +132,7 @@ class TrainResult:
     memory_measure: str
     train_time_s: float | None
     diverged: dict[str, Any] | None = None
+    method_activity: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,6 +194,8 @@ class Trainer:
         self.num_parameters = count_parameters(self.model)
         #: What every checkpoint records so that the model is rebuilt without the task.
         self.model_entries = model_entries(self.model, self.task)
+        #: The method parameters at the start of the run (a resumed run reads its checkpoint's).
+        self.method_start: dict[str, Any] | None = method_start(self.model)
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
         self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
@@ -255,6 +265,7 @@ class Trainer:
             "rng": rngs,
             "world_size": self.context.world_size,
             "cost": self.cost.to_state(),
+            _METHOD_START: self.method_start,
         })
 
     def _read(self, path: Path, required: tuple[str, ...] = _MODEL_ENTRIES) -> dict[str, Any]:
@@ -286,6 +297,8 @@ class Trainer:
         self.best_step, self.best_validation = best["step"], best["validation"]
         self.pending = dict(state["pending"])
         self.earlier_cost = self.cost = TrainingCost.from_state(state.get("cost"))
+        # A checkpoint written before the start was recorded leaves the activity unknown.
+        self.method_start = state.get(_METHOD_START)
         rngs = state["rng"]
         set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
 
@@ -385,21 +398,24 @@ class Trainer:
                 self.log.log({"step": self.step, "epoch": self.epoch, "split": "test", **test})
         # The figures of the last checkpoint, written at the last step trained: a later resume
         # starts from them (and, with nothing left to train, reports them as they are).
-        result = self._result(self.cost, test)
+        # The activity is the tested weights' (the best checkpoint's).
+        activity = None if stopped else method_activity(self.model, self.method_start)
+        result = self._result(self.cost, test, activity=activity)
         if not stopped:
             self._write_summary(result)
         self.context.barrier()
         return result
 
     def _result(self, cost: TrainingCost, test: dict[str, float] | None,
-                diverged: dict[str, Any] | None = None) -> TrainResult:
+                diverged: dict[str, Any] | None = None,
+                activity: dict[str, Any] | None = None) -> TrainResult:
         return TrainResult(
             run_dir=str(self.run_dir), completed=test is not None, steps=self.step,
             selection_metric=self.selection_metric, best_step=self.best_step,
             best_validation=self.best_validation, test=test, num_parameters=self.num_parameters,
             step_time_s=cost.step_time_s, peak_memory_bytes=cost.peak_memory_bytes,
             memory_measure=cost.memory_measure, train_time_s=cost.train_time_s,
-            diverged=diverged,
+            diverged=diverged, method_activity=activity,
         )
 
     def _write_summary(self, result: TrainResult) -> None:

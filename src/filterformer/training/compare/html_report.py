@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run_files import write_text
+from .activity import activity_sentences
 from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
@@ -324,7 +325,8 @@ def render_report(
         *_method_notes(results),
     ]
     diverged = divergence_summary(results)
-    sentences = ([diverged] if diverged else []) + verdict_summary(results)
+    sentences = (([diverged] if diverged else []) + verdict_summary(results)
+                 + activity_sentences(results))
     answer = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in sentences)
     page = f"""<!DOCTYPE html>
 <html lang="en">

@@ -6,7 +6,8 @@ checkpoint tested, and its over-smoothing measured on the validation split with
 :func:`filterformer.diagnostics.diagnose`. The comparison directory holds::
 
     runs/<method>/seed-<seed>/   each run (metrics, checkpoints, summary.json, diagnostics.json)
-    results.json                 per-method summary and per-run records
+    results.json                 per-method summary and per-run records, and how far each
+                                 method's own parameters moved (:mod:`.activity`)
     cost.json                    the paired time-per-step measurement (:mod:`.cost`)
     results.csv                  the summary table
     figures/*.png                cosine similarity per layer, frequency and filter responses, …
@@ -50,6 +51,7 @@ from ..model_building import (
 )
 from ..run_config import TrainConfig
 from ..run_files import CorruptRunFileError, read_json, write_json
+from .activity import activity_summary
 from .comparison_config import CompareConfig
 from .cost import measure_cost, with_step_times
 from .execution import train_runs
@@ -129,7 +131,8 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
         return {"method": method, "seed": seed, "run_dir": summary["run_dir"],
                 **dict.fromkeys(measured), "steps": summary["steps"], "step_time_s": None,
                 "num_parameters": summary["num_parameters"],
-                "memory_measure": summary["memory_measure"], "diverged": diverged}
+                "memory_measure": summary["memory_measure"], "diverged": diverged,
+                "method_activity": None}
     return {
         "method": method,
         "seed": seed,
@@ -149,6 +152,8 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
         "last_layer_cosine_similarity": report.token_cosine_similarity[-1],
         "cosine_similarity_per_layer": report.token_cosine_similarity,
         "diverged": None,
+        # A summary written before activity was measured has none.
+        "method_activity": summary.get("method_activity"),
     }
 
 
@@ -222,6 +227,7 @@ def _compare(config: CompareConfig, task: Any, echo: Callable[[str], None], jobs
         "memory_measure": runs[0]["memory_measure"],
         "cost": cost,
         "summary": summarize(runs, config.methods, metric, config.baseline),
+        "method_activity": activity_summary(runs, config.methods),
         "runs": runs,
         "elapsed_s": time.perf_counter() - started,
         "provenance": provenance(command),
