@@ -11,7 +11,7 @@ vocabulary, at several depths and over several seeds:
 for the model as built, and, for comparison, with nanoGPT's scaled residual projections
 (``attn.proj`` and ``mlp.fc2`` drawn N(0, (0.02/sqrt(2·depth))²)).
 
-Run: ``PYTHONPATH=src python scripts/causal_lm_init.py`` (a few minutes on a CPU).
+Run: ``PYTHONPATH=src python scripts/causal_lm_init.py``.
 """
 
 from __future__ import annotations

@@ -53,3 +53,26 @@ def test_frequency_responses_are_drawn_beside_their_difference_from_the_baseline
     curve = reports["gfsa"].gfsa_filters[0]
     np.testing.assert_allclose(first.get_lines()[0].get_ydata(),
                                np.array(curve.response[0]) - np.array(curve.sigma))
+
+
+@pytest.mark.filterwarnings("ignore:No artists with labels")
+def test_the_last_layers_frequency_figure_takes_each_methods_own_last_layer(
+        tmp_path, monkeypatch):
+    """A method whose entry sets another depth: each is drawn at its own last layer."""
+    ids = torch.randint(1, 20, (2, random.randint(5, 9)))
+    depths = {"softmax": random.randint(2, 3), "deeper": random.randint(4, 5)}
+    reports = {method: diagnose(Transformer(TransformerConfig(
+        dim=8, depth=depth, num_heads=2, vocab_size=20)), [{"input_ids": ids}], label=method)
+        for method, depth in depths.items()}
+    summary = [{"method": method, "difference": None if method == "softmax" else {},
+                "step_time_s_median": None, "test_accuracy_mean": None,
+                "test_accuracy_std": None} for method in reports]
+    drawn = {}
+    monkeypatch.setattr(compare_figures, "save_figure",
+                        lambda figure, path, **options: drawn.setdefault(path.name, figure))
+    compare_figures.comparison_figures(reports, summary, "accuracy", tmp_path)
+    gains, difference = drawn["frequency_response_last"].axes
+    assert "last attention layer" in gains.get_title()
+    (line,) = [line for line in difference.get_lines() if line.get_label() == "deeper"]
+    last = {m: np.array(r.frequency_response[-1]) for m, r in reports.items()}
+    np.testing.assert_allclose(line.get_ydata(), last["deeper"] - last["softmax"])

@@ -181,7 +181,8 @@ def plot_frequency_responses(
 
     Args:
         reports: one report or several (those without responses are skipped).
-        layer: 0-based attention layer; None averages the responses of every layer.
+        layer: 0-based attention layer (-1: each model's last); None averages the responses of
+            every layer.
         relative_to: the label of the report to subtract (it is not drawn itself; read on each
             model's frequency grid where the grids differ); None draws the gains themselves.
         ax: axes to draw on.
@@ -217,7 +218,8 @@ def plot_frequency_responses(
         # A model keeps its colour whether or not the reference is drawn beside it.
         ax.plot(report.frequencies, values.tolist(), label=report.label, color=f"C{index % 10}")
     ax.set_xlabel("frequency (cycles per token)")
-    where = "mean over layers" if layer is None else f"attention layer {layer}"
+    where = ("mean over layers" if layer is None else "last attention layer" if layer == -1
+             else f"attention layer {layer}")
     if reference is None:
         ax.set_yscale("log")
         ax.set_ylabel("normalised gain (log scale)")

@@ -107,8 +107,7 @@ def comparison_figures(
              "on a log scale (left; a low-pass filter keeps only frequency 0), and each "
              f"method's gain minus {subtracted}'s (right), where the methods separate."),
             ("frequency_response_last",
-             plot_frequency_comparison(per_method, layer=per_method[0].num_layers - 1,
-                                       reference=reference),
+             plot_frequency_comparison(per_method, layer=-1, reference=reference),
              "Attention filter frequency response (last layer)",
              "The same for the last attention layer alone."),
         ]
