@@ -114,6 +114,12 @@ def test_the_readme_commands_are_found():
 @pytest.mark.slow
 def test_the_readme_commands_run_in_the_readmes_order(tmp_path):
     directory = tmp_path / "repository"
+    # A clone sharing the repository's history, nothing checked out: `filterformer evidence`
+    # reads whether each claim was fixed before its results from the claims file's history.
+    history = shutil.which("git") is not None and (ROOT / ".git").exists()
+    if history:
+        subprocess.run(["git", "clone", "--quiet", "--shared", "--no-checkout", str(ROOT),
+                        str(directory)], check=True)
     for name in ("configs", "experiments"):
         shutil.copytree(ROOT / name, directory / name)
     for name in ("RESULTS.md", "README.md"):  # README.md: a text file the text_lm run reads
@@ -147,8 +153,10 @@ def test_the_readme_commands_run_in_the_readmes_order(tmp_path):
     print("skipped:\n" + "\n".join(skipped))
     assert any(c.startswith("filterformer compare") for c in ran)
     assert (directory / "runs" / "compare" / "report.html").is_file()
-    # The README says the evidence command rewrites RESULTS.md byte for byte.
-    assert (directory / "RESULTS.md").read_bytes() == (ROOT / "RESULTS.md").read_bytes()
+    # The README says the evidence command rewrites RESULTS.md byte for byte (where the
+    # claims file's history is there to read).
+    if history:
+        assert (directory / "RESULTS.md").read_bytes() == (ROOT / "RESULTS.md").read_bytes()
     # The Python blocks that read a run the commands trained, where a reader runs them.
     for block in code_blocks("python"):
         if RUN_READER in block.text:
