@@ -119,7 +119,7 @@ def _fields_through_config(**model) -> dict:
 
 @pytest.mark.parametrize("method", list(METHOD_PRESETS))
 def test_method_presets_resolve_to_their_changes(method):
-    expected = dataclasses.asdict(TransformerConfig(**METHOD_PRESETS[method]))
+    expected = TransformerConfig(**METHOD_PRESETS[method]).to_dict()
     expected["attention_layers"] = None
     assert _fields_through_config(method=method) == expected
 
