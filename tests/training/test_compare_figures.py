@@ -13,6 +13,18 @@ from filterformer.models import Transformer, TransformerConfig
 from filterformer.training.compare import figures as compare_figures
 
 
+def _draw(reports, directory, monkeypatch):
+    """The comparison's figures of ``reports`` with softmax as the baseline: the written list,
+    and each figure drawn, by file name (nothing saved)."""
+    summary = [{"method": method, "difference": None if method == "softmax" else {},
+                "step_time_s_median": None, "test_accuracy_mean": None,
+                "test_accuracy_std": None} for method in reports]
+    drawn = {}
+    monkeypatch.setattr(compare_figures, "save_figure",
+                        lambda figure, path, **options: drawn.setdefault(path.name, figure))
+    return compare_figures.comparison_figures(reports, summary, "accuracy", directory), drawn
+
+
 @pytest.mark.filterwarnings("ignore:No artists with labels")  # no cost: an empty legend
 def test_frequency_responses_are_drawn_beside_their_difference_from_the_baseline(
         tmp_path, monkeypatch):
@@ -29,13 +41,7 @@ def test_frequency_responses_are_drawn_beside_their_difference_from_the_baseline
                     block.attn.wK.normal_()
         reports[method] = diagnose(model, [{"input_ids": ids}], label=method)
     # The baseline, softmax, is not the first method: the differences follow the baseline.
-    summary = [{"method": method, "difference": None if method == "softmax" else {},
-                "step_time_s_median": None, "test_accuracy_mean": None,
-                "test_accuracy_std": None} for method in reports]
-    drawn = {}
-    monkeypatch.setattr(compare_figures, "save_figure",
-                        lambda figure, path, **options: drawn.setdefault(path.name, figure))
-    written = compare_figures.comparison_figures(reports, summary, "accuracy", tmp_path)
+    written, drawn = _draw(reports, tmp_path, monkeypatch)
     gains, difference = drawn["frequency_response"].axes
     assert gains.get_yscale() == "log"
     lines = {line.get_label(): line for line in difference.get_lines()
@@ -64,13 +70,7 @@ def test_the_last_layers_frequency_figure_takes_each_methods_own_last_layer(
     reports = {method: diagnose(Transformer(TransformerConfig(
         dim=8, depth=depth, num_heads=2, vocab_size=20)), [{"input_ids": ids}], label=method)
         for method, depth in depths.items()}
-    summary = [{"method": method, "difference": None if method == "softmax" else {},
-                "step_time_s_median": None, "test_accuracy_mean": None,
-                "test_accuracy_std": None} for method in reports]
-    drawn = {}
-    monkeypatch.setattr(compare_figures, "save_figure",
-                        lambda figure, path, **options: drawn.setdefault(path.name, figure))
-    compare_figures.comparison_figures(reports, summary, "accuracy", tmp_path)
+    _, drawn = _draw(reports, tmp_path, monkeypatch)
     gains, difference = drawn["frequency_response_last"].axes
     assert "last attention layer" in gains.get_title()
     (line,) = [line for line in difference.get_lines() if line.get_label() == "deeper"]
