@@ -42,8 +42,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
     Every forward adds the orthogonality regulariser ``mean|UᵀU − I| + mean|VsᵀVs − I|`` to the
     context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
     over layers and adds it to its loss. Under autocast its feature maps and filter run in float32
-and its matrix products in the autocast dtype. There is
-    no probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
+    and its matrix products in the autocast dtype. There is no probability matrix to drop out
+    of: ``attn_drop`` is applied to the filtered output.
     Non-causal only; masks only keys: a ``padding_mask``, or an ``attn_mask`` of shape
     ``(B, 1, 1, N)``.
 

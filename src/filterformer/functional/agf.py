@@ -190,10 +190,10 @@ def agf_layer(
     rho_q, rho_k, g = agf_factors(
         q, k, singular_logits, theta, key_padding_mask, basis=basis, a=a, b=b
     )
-    out = agf_attend(rho_q, rho_k, v, g, products_dtype)
+    low = rho_q.dtype if products_dtype is None else products_dtype
+    out = agf_attend(rho_q, rho_k, v, g, low)
     reg = None
     if orthogonality:
-        low = rho_q.dtype if products_dtype is None else products_dtype
         reg = agf_orthogonality(rho_q.to(low), rho_k.to(low), key_padding_mask)
     return out, reg
 

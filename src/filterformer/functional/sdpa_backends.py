@@ -4,9 +4,9 @@ On CUDA, SDPA's cuDNN backend builds an execution plan per shape and keeps it: a
 that hands attention one more key every step (Hugging Face's ``DynamicCache``) makes it build one
 per token, which dominates a first generation (a 1,024-token prompt and 64 new tokens on an
 H100: 65 ms per token the first time, 4.5 ms once every length had run). The flash and
-memory-efficient kernels build nothing per shape. Every
-decoding step runs on them: the patched Hugging Face models' and our own models' (whose bucketed
-cache still hands attention only the positions held, see :func:`~filterformer.functional.attend`).
+memory-efficient kernels build nothing per shape. Every decoding step runs on them: the patched
+Hugging Face models' and our own models' (whose bucketed cache hands attention only the positions
+held, see :func:`~filterformer.functional.attend`).
 """
 
 from __future__ import annotations

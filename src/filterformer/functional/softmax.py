@@ -116,9 +116,10 @@ def attend(
         scale: score scale; ``1/sqrt(d)`` when None.
         query_offset: with ``is_causal``, the key position of the first query (a bucketed
             decoding cache: keys after the last query's position are unused, and left out);
-            ``S - L`` when None. A call with an offset is a decoding step: its key length
-            changes every token, so on CUDA it runs on the kernels that build nothing per shape
-            (:func:`~filterformer.functional.sdpa_backends.growing_keys_kernels`).
+            ``S - L`` when None. A call with an offset is a step through a decoding cache (a
+            prompt's included): its key length is new every token, so on CUDA it runs on the
+            kernels that build nothing per shape
+            (:func:`~filterformer.functional.sdpa_backends.decoding_kernels`).
 
     Returns:
         ``(B, h, L, d_v)``, the same as with k and v repeated to h heads. Rows in which every key
