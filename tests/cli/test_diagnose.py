@@ -283,7 +283,7 @@ def _tiny_bert_without_tokenizer(directory):
     (["--timm", "vit_tiny_patch16_224", "--task", "digits"], "--task gives batches to "
                                                              "--checkpoint and --config models"),
     (["--timm", "no_such_vit"], "--timm: timm has no model 'no_such_vit'"),
-    (["--timm", "resnet18"], "--timm resnet18 is a ResNet, which has no ViT blocks"),
+    (["--timm", "resnet18"], "--timm: resnet18 is not a ViT-style timm model (it is a ResNet)"),
     (["--timm", "vit_tiny_patch16_224", "--image-size", "8"],
      "--image-size 8 is smaller than one patch of vit_tiny_patch16_224 (16 pixels)"),
     (["--hf", MINILM, "--label", "a", "--label", "b"], "--label must be given once per model (1)"),

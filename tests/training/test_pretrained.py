@@ -175,7 +175,8 @@ def test_tasks_a_pretrained_model_cannot_read_are_refused(sentiment, digits):
         (_config(task="digits", pretrained="timm:no_such_vit", task_options={}), digits,
          r"timm has no model 'no_such_vit'"),
         (_config(task="digits", pretrained="timm:resnet18", task_options={}), digits,
-         r"'timm:resnet18' is not a timm VisionTransformer; timm: takes ViT and DeiT"),
+         r"pretrained='timm:resnet18': resnet18 is not a timm VisionTransformer \(.*\); it must "
+         r"be a ViT or DeiT model"),
         (_config("gfsa", task="digits", pretrained=VIT, task_options={},
                  model={"attention_layers": [12]}), digits, r"layers \[12\] do not exist"),
     ]

@@ -3,8 +3,10 @@
 A Hugging Face model (all-MiniLM-L6-v2 or a local directory, read offline) reads ``--text``, the
 package's example sentences by default, tokenized with the model directory's own tokenizer. A
 timm ViT is built with random weights (``pretrained=False``: no timm weights ship offline),
-seeded by ``--seed``, and reads random images from the same seed. With ``--patch`` a second copy
-of the model is patched with :func:`filterformer.patch`; both see the same batches.
+seeded by ``--seed``, and reads random images from the same seed. Both are loaded through their
+family's adapter (:mod:`filterformer.families`), as a pretrained training run's are. With
+``--patch`` a second copy of the model is patched with :func:`filterformer.patch`; both see the
+same batches.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..families import HUGGING_FACE, MINILM, TIMM
+
 __all__ = ["PretrainedRequest", "add_arguments", "load_pretrained", "pretrained_request"]
 
 #: The command-line options of each pretrained source, named in errors.
-HF, TIMM = "--hf", "--timm"
+HF_OPTION, TIMM_OPTION = "--hf", "--timm"
 #: Batches for the models: a function giving the same stream at every call.
 BatchStream = Callable[[], Iterable[Any]]
 
@@ -53,7 +57,7 @@ class PretrainedRequest:
     """What ``--hf`` / ``--timm`` ask for, checked before any model loads.
 
     Attributes:
-        option: :data:`HF` or :data:`TIMM`.
+        option: :data:`HF_OPTION` or :data:`TIMM_OPTION`.
         source: the model directory (or all-MiniLM-L6-v2), or the timm architecture.
         patch: the :func:`filterformer.patch` method, or None for the unpatched model only.
         patch_options: the patch's options, typed.
@@ -68,15 +72,9 @@ class PretrainedRequest:
     def labels(self) -> list[str]:
         """The models' default names: the source's, then ``<name>+<patch>``."""
         name = self.source
-        if self.option == HF and name != _minilm():
+        if self.option == HF_OPTION and name != MINILM:
             name = Path(name).expanduser().resolve().name
         return [name] + ([f"{name}+{self.patch}"] if self.patch else [])
-
-
-def _minilm() -> str:
-    from ..training.pretrained import MINILM
-
-    return MINILM
 
 
 def pretrained_request(args: argparse.Namespace) -> PretrainedRequest | None:
@@ -86,20 +84,20 @@ def pretrained_request(args: argparse.Namespace) -> PretrainedRequest | None:
         ValueError: naming the argument, for options that do not go together, a missing
             directory, or an unknown patch method or option.
     """
-    given = [(option, value) for option, value in ((HF, args.hf), (TIMM, args.timm))
+    given = [(option, value) for option, value in ((HF_OPTION, args.hf), (TIMM_OPTION, args.timm))
              if value is not None]
     if len(given) == 2:
         raise ValueError("--hf and --timm cannot be used together: a run diagnoses one "
                          "pretrained model (and its --patch); draw two runs together with "
                          "--compare")
     option, source = given[0] if given else (None, None)
-    if args.text is not None and option != HF:
+    if args.text is not None and option != HF_OPTION:
         raise ValueError("--text gives sentences to a --hf model; " + (
-            "--timm models read random images (sized by --image-size)" if option == TIMM
+            "--timm models read random images (sized by --image-size)" if option == TIMM_OPTION
             else "none was given"))
-    if args.image_size is not None and option != TIMM:
+    if args.image_size is not None and option != TIMM_OPTION:
         raise ValueError("--image-size sizes the random images of a --timm model; " + (
-            "--hf models read --text" if option == HF else "none was given"))
+            "--hf models read --text" if option == HF_OPTION else "none was given"))
     if option is None:
         if args.patch is not None or args.patch_option:
             raise ValueError("--patch and --patch-option patch a --hf or --timm model; a "
@@ -111,8 +109,8 @@ def pretrained_request(args: argparse.Namespace) -> PretrainedRequest | None:
                          "with --compare")
     if args.task is not None:
         raise ValueError(f"--task gives batches to --checkpoint and --config models; {option} "
-                         "models read " + ("--text" if option == HF else "random images"))
-    if option == HF:
+                         "models read " + ("--text" if option == HF_OPTION else "random images"))
+    if option == HF_OPTION:
         _check_hf_source(source)
     if args.image_size is not None and args.image_size < 1:
         raise ValueError("--image-size must be a positive integer")
@@ -124,12 +122,9 @@ def pretrained_request(args: argparse.Namespace) -> PretrainedRequest | None:
 
 
 def _check_hf_source(source: str) -> None:
-    if source == _minilm():
-        return
-    path = Path(source).expanduser()
-    if not (path / "config.json").is_file():
-        problem = "has no config.json" if path.is_dir() else "is not a directory"
-        raise ValueError(f"--hf must be {_minilm()!r} or a local directory of a Hugging Face "
+    problem = HUGGING_FACE.source_problem(source)
+    if problem is not None:
+        raise ValueError(f"--hf must be {MINILM!r} or a local directory of a Hugging Face "
                          f"model (with config.json; nothing is downloaded); {source!r} {problem}")
 
 
@@ -163,7 +158,7 @@ def load_pretrained(
     from ..data.sources import MissingSourceError
 
     try:
-        if request.option == HF:
+        if request.option == HF_OPTION:
             return _load_hf(request, args)
         return _load_timm(request, args)
     except MissingSourceError as err:
@@ -205,18 +200,14 @@ def _read_text(path: Path | None, num_samples: int) -> tuple[list[str], str]:
 def _load_hf(
     request: PretrainedRequest, args: argparse.Namespace
 ) -> tuple[list[nn.Module], BatchStream, str]:
-    from ..data.sources import require_module
     from ..diagnostics import text_batches
-    from ..training.pretrained import load_transformers_model, pretrained_directory
 
     texts, where = _read_text(args.text, args.num_samples)
-    directory = pretrained_directory(request.source)
-    require_module("transformers", "transformers")
-    from ..families.hf_directory import load_config, refuse_custom_code
-
-    refuse_custom_code(directory)  # before the tokenizer, whose errors are reworded below
+    directory = HUGGING_FACE.directory(request.source)
+    # The config first: its refusal of a directory's own code is not reworded as the
+    # tokenizer's errors are.
+    config = HUGGING_FACE.config(request.source)
     tokenizer = _tokenizer(request.source, directory)
-    config = load_config(directory)
     longest = getattr(config, "max_position_embeddings", None)
     if args.seq_len is not None and isinstance(longest, int) and args.seq_len > longest:
         raise ValueError(f"--seq-len ({args.seq_len}) must be at most the model's "
@@ -230,17 +221,15 @@ def _load_hf(
     if isinstance(vocabulary, int) and largest >= vocabulary:
         raise ValueError(f"--hf {request.source}: its tokenizer gives token id {largest}, outside "
                          f"the model's vocabulary of {vocabulary}")
-    models = _models(lambda: load_transformers_model(request.source), request)
+    models = _models(lambda: HUGGING_FACE.load(request.source), request)
     described = (f"{len(texts)} {where}, tokenized by the tokenizer of {directory} (at most "
                  f"{max_length} tokens each)")
     return models, lambda: batches, described
 
 
 def _tokenizer(source: str, directory: Path) -> Any:
-    from ..families.hf_directory import load_tokenizer
-
     try:
-        tokenizer = load_tokenizer(directory)
+        tokenizer = HUGGING_FACE.tokenizer(source)
     except (OSError, ValueError, TypeError) as err:
         raise ValueError(f"--hf {source}: no tokenizer can be read from {directory} ({err}); "
                          "--hf reads text with the model directory's own tokenizer") from None
@@ -259,32 +248,19 @@ def _tokenizer(source: str, directory: Path) -> Any:
 def _load_timm(
     request: PretrainedRequest, args: argparse.Namespace
 ) -> tuple[list[nn.Module], BatchStream, str]:
-    from ..data.sources import require_module
     from ..diagnostics import image_batches
-    from ..families import has_timm_blocks
-
-    require_module("timm", "timm")
-    import timm
 
     name = request.source
-    if not timm.is_model(name):
-        raise ValueError(f"--timm: timm has no model {name!r}; ViTs include "
-                         f"{', '.join(timm.list_models('vit_tiny*')[:3])}, deit_tiny_patch16_224")
-    options: dict[str, Any] = {"pretrained": False, "num_classes": 0}
+    options: dict[str, Any] = {}
     if args.image_size is not None:
         options["img_size"] = args.image_size
 
     def build() -> nn.Module:
         torch.manual_seed(args.seed)  # the same random weights for both models
         try:
-            model = timm.create_model(name, **options)
-        except TypeError as err:  # no img_size: not a ViT-style model
-            raise ValueError(f"--timm {name} takes no image size ({err}); --timm takes timm "
-                             "ViT-style models (ViT, DeiT, …)") from None
-        if not has_timm_blocks(model):
-            raise ValueError(f"--timm {name} is a {type(model).__name__}, which has no ViT "
-                             "blocks to diagnose; --timm takes ViT-style models (ViT, DeiT, …)")
-        return model
+            return TIMM.create(name, vit_only=False, **options)
+        except ValueError as err:
+            raise ValueError(f"{TIMM_OPTION}: {err}") from None
 
     models = _models(build, request)
     embed = models[0].patch_embed

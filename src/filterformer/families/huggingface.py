@@ -1,133 +1,152 @@
-"""Hugging Face ``transformers`` models: what one is, where its layers and self-attention modules
-are, and how its attention implementation is switched and restored.
+"""The Hugging Face ``transformers`` family: one adapter that loads a model, finds its layers,
+patches it and captures its intermediates, for patching, diagnostics, training and the CLI.
 
-Nothing here imports ``transformers``: a model can only be one once ``transformers`` is imported.
+Loading is offline and runs no code a directory ships (:mod:`.hf_directory`); patching is
+:mod:`filterformer.patching.huggingface`'s, capture
+:mod:`filterformer.diagnostics.capture.huggingface`'s. Both are imported on use: they import
+this package, and ``import filterformer.families`` stays free of ``transformers``.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import sys
+import contextlib
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-__all__ = [
-    "attention_implementation",
-    "attention_modules",
-    "enclosing_layer",
-    "hidden_layers",
-    "is_huggingface_model",
-    "restore_attention_implementations",
-    "switch_attention_implementation",
-    "using_attention_implementation",
-]
+from .hf_directory import (
+    load_config,
+    load_model,
+    load_tokenizer,
+    pretrained_directory,
+    source_problem,
+)
+from .hf_modules import attention_modules, hidden_layers, is_huggingface_model
 
-#: What :func:`switch_attention_implementation` saves: each (sub-)model and its implementation.
-SavedImplementations = list[tuple[nn.Module, Any]]
+if TYPE_CHECKING:
+    from ..diagnostics.capture.captured import CapturedForward
+    from ..patching.state import PatchState
 
+__all__ = ["HUGGING_FACE", "TESTED_MODELS", "HuggingFaceFamily"]
 
-def is_huggingface_model(model: nn.Module) -> bool:
-    """Whether ``model`` is a ``transformers.PreTrainedModel`` (without importing transformers)."""
-    transformers = sys.modules.get("transformers")
-    return transformers is not None and isinstance(model, transformers.PreTrainedModel)
+#: The models the patch is tested on (any model using the attention interface works).
+TESTED_MODELS = "BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style (grouped-query attention)"
 
 
-@functools.cache
-def _routes_through_interface(cls: type) -> bool:
-    """Whether ``cls.forward`` dispatches to ``transformers``' attention-function interface."""
-    try:
-        source = inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        return False
-    return "ALL_ATTENTION_FUNCTIONS" in source
+class HuggingFaceFamily:
+    """``transformers.PreTrainedModel``\\ s whose attention goes through the
+    ``AttentionInterface``.
 
-
-def attention_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The self-attention modules of ``model`` that use the ``AttentionInterface``, in depth order,
-    with their qualified names; cross-attention modules are left out."""
-    found = []
-    for name, module in model.named_modules():
-        if not _routes_through_interface(type(module)):
-            continue
-        cross = getattr(module, "is_cross_attention", False) or "cross" in name.lower()
-        if not cross and "Cross" not in type(module).__name__:
-            found.append((name, module))
-    return found
-
-
-def enclosing_layer(model: nn.Module, name: str) -> nn.Module:
-    """The layer holding the module called ``name``: the element of the nearest ``ModuleList``
-    above it (``encoder.layer.3`` for BERT's ``encoder.layer.3.attention.self``).
-
-    Raises:
-        ValueError: when no ``ModuleList`` holds the module.
+    A ``source`` is :data:`~.hf_directory.MINILM` or a local model directory.
     """
-    parts = name.split(".")
-    for end in range(len(parts), 0, -1):
-        if isinstance(model.get_submodule(".".join(parts[: end - 1])), nn.ModuleList):
-            return model.get_submodule(".".join(parts[:end]))
-    raise ValueError(f"the attention module {name!r} is not inside a list of layers")
+
+    #: The family's name among :data:`filterformer.diagnostics.capture.MODEL_KINDS`.
+    name = "huggingface"
+    #: The library, as patch states, saved patches and pretrained run configs record it.
+    backend = "transformers"
+    #: The models :meth:`patch` takes, for error messages.
+    patchable = (f"Hugging Face transformers models ({TESTED_MODELS}, or any whose attention "
+                 "goes through AttentionInterface)")
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def directory(self, source: str) -> Path:
+        """The model directory of ``source``."""
+        return pretrained_directory(source)
+
+    def source_problem(self, source: str) -> str | None:
+        """What keeps ``source`` from naming a model directory; None when nothing does."""
+        return source_problem(source)
+
+    def config(self, source: str) -> Any:
+        """The model's ``transformers`` config.
+
+        Raises:
+            MissingSourceError: when transformers (or the MiniLM package) is missing.
+            ValueError: for a directory that ships code of its own (``auto_map``).
+        """
+        from ..data.sources import require_module
+
+        require_module("transformers", "transformers")
+        return load_config(self.directory(source))
+
+    def tokenizer(self, source: str) -> Any:
+        """The model directory's own tokenizer (raises as :meth:`config`)."""
+        from ..data.sources import require_module
+
+        require_module("transformers", "transformers")
+        return load_tokenizer(self.directory(source))
+
+    def load(self, source: str) -> nn.Module:
+        """The base model (no task head) with its pretrained weights, in eval mode."""
+        self.config(source)  # the clear message when transformers is missing
+        with _quiet_loading():
+            return load_model(self.directory(source)).eval()
+
+    def from_config(self, source: str) -> nn.Module:
+        """The base model built from its config alone, without weights: under
+        ``torch.device("meta")``, to check a patch without memory or time."""
+        from transformers import AutoModel
+
+        return AutoModel.from_config(self.config(source), trust_remote_code=False)
+
+    # -- the model -------------------------------------------------------------------------------
+
+    def is_model(self, model: nn.Module) -> bool:
+        """Whether ``model`` belongs to the family (diagnostics can read it)."""
+        return is_huggingface_model(model)
+
+    def is_patchable(self, model: nn.Module) -> bool:
+        """Whether :meth:`patch` is the route for ``model`` (it says when a model lacks the
+        attention interface)."""
+        return is_huggingface_model(model)
+
+    def layers(self, model: nn.Module) -> list[nn.Module]:
+        """The stack of ``config.num_hidden_layers`` layers (empty for ALBERT's shared one)."""
+        return hidden_layers(model)
+
+    def attention_modules(self, model: nn.Module) -> list[tuple[str, nn.Module]]:
+        """The self-attention modules that use the interface, in depth order, by name."""
+        return attention_modules(model)
+
+    def patch(self, model: nn.Module, spec: Any) -> PatchState:
+        """Patch ``model`` in place
+        (:func:`filterformer.patching.huggingface.patch_huggingface`)."""
+        from ..patching.huggingface import patch_huggingface
+
+        return patch_huggingface(model, spec)
+
+    def unpatch(self, state: PatchState) -> None:
+        """Undo :meth:`patch`: the attention implementation, then everything the patch added."""
+        from ..patching.huggingface import unpatch_huggingface
+
+        unpatch_huggingface(state)
+
+    def capture(
+        self, model: nn.Module, batch: Any, *, attentions: bool = False, norms: bool = True
+    ) -> CapturedForward:
+        """One forward pass with its intermediates
+        (:func:`filterformer.diagnostics.capture.huggingface.capture_huggingface`)."""
+        from ..diagnostics.capture.huggingface import capture_huggingface
+
+        return capture_huggingface(model, batch, attentions=attentions, norms=norms)
 
 
-def hidden_layers(model: nn.Module) -> list[nn.Module]:
-    """The model's stack of ``config.num_hidden_layers`` layers: its first ``ModuleList`` of exactly
-    that many modules (``encoder.layer`` in BERT, ``h`` in GPT-2); empty when none (ALBERT, whose
-    layers share one module)."""
-    num_layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    if not num_layers:
-        return []
-    for module in model.modules():
-        if isinstance(module, nn.ModuleList) and len(module) == num_layers:
-            return list(module)
-    return []
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Hide transformers' weight-loading progress bar for the duration."""
+    from transformers.utils import logging
 
-
-def attention_implementation(config: Any) -> str | None:
-    """The attention implementation a model's ``config`` selects (``"sdpa"``, ``"eager"``, …)."""
-    return getattr(config, "_attn_implementation", None)
-
-
-def _implementations(model: nn.Module) -> SavedImplementations:
-    """The model and every sub-model with a config of its own, with their implementations."""
-    return [
-        (sub, attention_implementation(sub.config))
-        for sub in model.modules()
-        if hasattr(sub, "set_attn_implementation") and hasattr(sub, "config")
-    ]
-
-
-def restore_attention_implementations(saved: SavedImplementations) -> None:
-    """Give every (sub-)model in ``saved`` its implementation back, where it changed."""
-    for sub, implementation in saved:
-        if attention_implementation(sub.config) != implementation:
-            sub.set_attn_implementation(implementation)
-
-
-def switch_attention_implementation(model: nn.Module, name: str) -> SavedImplementations:
-    """Switch ``model`` (and its sub-models) to the attention implementation ``name``.
-
-    Returns:
-        What :func:`restore_attention_implementations` needs to undo the switch; a switch that
-        raises is undone before the error propagates.
-    """
-    saved = _implementations(model)
-    try:
-        model.set_attn_implementation(name)
-    except Exception:
-        restore_attention_implementations(saved)
-        raise
-    return saved
-
-
-@contextmanager
-def using_attention_implementation(model: nn.Module, name: str) -> Iterator[None]:
-    """Run the body with ``model`` switched to the attention implementation ``name``."""
-    saved = switch_attention_implementation(model, name)
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
     try:
         yield
     finally:
-        restore_attention_implementations(saved)
+        if enabled:
+            logging.enable_progress_bar()
+
+
+#: The adapter every part of the package goes through.
+HUGGING_FACE = HuggingFaceFamily()

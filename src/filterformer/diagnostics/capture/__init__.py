@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import nn
 
-from ...families import has_timm_blocks, is_huggingface_model
+from ...families import FAMILIES, family_of
 from .batch import batch_mask, to_device
 from .captured import CapturedForward
 from .hooks import call_model, capture_with_hooks, resolve_layers
@@ -39,8 +39,8 @@ __all__ = [
     "to_device",
 ]
 
-#: The kinds of model :func:`capture` handles.
-MODEL_KINDS = ("filterformer", "huggingface", "timm", "hooks")
+#: The kinds of model :func:`capture` handles: filterformer's, each family's, any by hooks.
+MODEL_KINDS = ("filterformer", *(family.name for family in FAMILIES), "hooks")
 
 
 def model_kind(model: nn.Module, layers: Sequence[str] | None = None) -> str:
@@ -53,10 +53,9 @@ def model_kind(model: nn.Module, layers: Sequence[str] | None = None) -> str:
         return "hooks"
     if backbone(model) is not None:
         return "filterformer"
-    if is_huggingface_model(model):
-        return "huggingface"
-    if has_timm_blocks(model):
-        return "timm"
+    family = family_of(model)
+    if family is not None:
+        return family.name
     raise ValueError(
         f"cannot capture from a {type(model).__name__}: supported are filterformer models, "
         "Hugging Face PreTrainedModel and timm ViTs; for any other module pass layers=[names "
@@ -96,6 +95,6 @@ def capture(
             raise ValueError("attentions=True needs a filterformer, Hugging Face or timm model; "
                              "hooks on named layers capture hidden states only")
         return capture_with_hooks(model, batch, layers, forward=forward, norms=norms)
-    route = {"filterformer": capture_native, "huggingface": capture_huggingface,
-             "timm": capture_timm}[kind]
-    return route(model, batch, attentions=attentions, norms=norms)
+    if kind == "filterformer":
+        return capture_native(model, batch, attentions=attentions, norms=norms)
+    return family_of(model).capture(model, batch, attentions=attentions, norms=norms)

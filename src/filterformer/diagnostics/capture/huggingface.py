@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from ...families import attention_implementation, hidden_layers, using_attention_implementation
+from ...families import HUGGING_FACE, attention_implementation, using_attention_implementation
 from .batch import batch_mask, model_device, to_device, without_labels
 from .captured import CapturedForward
 from .norms import record_norm_stds, smallest_norm_stds
@@ -53,7 +53,7 @@ def capture_huggingface(
             f"batch for a Hugging Face model must be a dict of its inputs; got {type(batch)}"
         )
     batch = to_device(without_labels(batch), model_device(model))
-    layers = hidden_layers(model) if norms else []
+    layers = HUGGING_FACE.layers(model) if norms else []
     switch = eager_attention(model) if attentions else nullcontext()
     with switch, record_norm_stds(layers) as stds:
         out = model(**batch, output_hidden_states=True, output_attentions=attentions,

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ...attention import AttentionBase, AttentionContext
-from ...families import vision_transformer_blocks
+from ...families import TIMM
 from .batch import batch_mask, model_device
 from .captured import CapturedForward
 from .norms import record_norm_stds, smallest_norm_stds
@@ -107,7 +107,7 @@ def capture_timm(
                 f"batch must hold images under one of {IMAGE_KEYS}; got keys {sorted(batch)}"
             )
     images = images.to(model_device(model))
-    blocks = vision_transformer_blocks(model)
+    blocks = TIMM.layers(model)
     first_input: list[Tensor] = []
     handle = blocks[0].register_forward_pre_hook(lambda m, args: first_input.append(args[0]))
     try:

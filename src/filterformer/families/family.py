@@ -1,0 +1,80 @@
+"""What every model family's adapter offers, and which adapter a model goes through.
+
+Patching, diagnostics, training and the CLI ask here rather than test a model's class
+themselves, so that each family's checks and error messages are written once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from torch import nn
+
+from .huggingface import HUGGING_FACE
+from .timm import TIMM
+
+if TYPE_CHECKING:
+    from ..diagnostics.capture.captured import CapturedForward
+    from ..patching.state import PatchState
+
+__all__ = ["FAMILIES", "ModelFamily", "family_named", "family_of", "patchable_family"]
+
+
+class ModelFamily(Protocol):
+    """A family's adapter (:data:`~.huggingface.HUGGING_FACE`, :data:`~.timm.TIMM`); each also
+    loads or creates its models in its own terms."""
+
+    name: str
+    backend: str
+    patchable: str
+
+    def is_model(self, model: nn.Module) -> bool: ...
+
+    def is_patchable(self, model: nn.Module) -> bool: ...
+
+    def layers(self, model: nn.Module) -> list[nn.Module]: ...
+
+    def patch(self, model: nn.Module, spec: Any) -> PatchState: ...
+
+    def unpatch(self, state: PatchState) -> None: ...
+
+    def capture(
+        self, model: nn.Module, batch: Any, *, attentions: bool = False, norms: bool = True
+    ) -> CapturedForward: ...
+
+
+#: Every family, in the order a model is matched against them.
+FAMILIES: tuple[ModelFamily, ...] = (HUGGING_FACE, TIMM)
+
+
+def family_of(model: nn.Module) -> ModelFamily | None:
+    """The family ``model`` belongs to (diagnostics can read it), or None."""
+    return next((family for family in FAMILIES if family.is_model(model)), None)
+
+
+def patchable_family(model: nn.Module) -> ModelFamily:
+    """The family whose :meth:`~ModelFamily.patch` takes ``model``.
+
+    Raises:
+        ValueError: naming the model's class and the models each family patches.
+    """
+    for family in FAMILIES:
+        if family.is_patchable(model):
+            return family
+    raise ValueError(
+        f"cannot patch a {type(model).__name__}; supported: "
+        f"{' and '.join(family.patchable for family in FAMILIES)}"
+    )
+
+
+def family_named(backend: str) -> ModelFamily:
+    """The family of a patch state's or a pretrained config's ``backend``.
+
+    Raises:
+        ValueError: for a backend no family has, naming the valid ones.
+    """
+    for family in FAMILIES:
+        if family.backend == backend:
+            return family
+    raise ValueError(f"backend must be one of {tuple(f.backend for f in FAMILIES)}; got "
+                     f"{backend!r}")
