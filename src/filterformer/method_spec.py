@@ -86,7 +86,7 @@ class LayerMethod(NamedTuple):
     neutreno_learnable: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MethodSpec:
     """A method: its attention and options, NeuTRENO's λ, fusion and the layers it acts on.
 
@@ -102,6 +102,9 @@ class MethodSpec:
             model-level, so ``layers`` does not restrict it.
         layers: sorted 0-based indices of the layers whose attention method and λ apply; None
             for every layer. Other layers run softmax attention without λ (module docstring).
+
+    Two specs are equal when they mean the same method: GFSA's options are compared with their
+    defaults filled in.
     """
 
     attention: str = "softmax"
@@ -146,6 +149,19 @@ class MethodSpec:
                     f"layers {list(self.layers)} select the layers of a per-layer method "
                     "(an attention other than softmax, or NeuTRENO), and this method has none"
                 )
+
+    def _meaning(self) -> tuple[Any, ...]:
+        options = self.graph_filter_options() if self.uses_gfsa else self.attention_options
+        return (self.attention, _frozen(options), self.neutreno_lambda, self.neutreno_learnable,
+                self.neutreno_warmup, self.fusion, self.layers)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MethodSpec):
+            return NotImplemented
+        return self._meaning() == other._meaning()
+
+    def __hash__(self) -> int:
+        return hash(self._meaning())
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # The read-only options view cannot be pickled (worker processes receive specs).
@@ -359,6 +375,15 @@ def _is_index(value: Any) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as hashable data: mappings as sorted items, lists as tuples."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def _plain(value: Any) -> Any:
