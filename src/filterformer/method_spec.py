@@ -291,12 +291,10 @@ class MethodSpec:
 
     def check_patchable(self) -> None:
         """Raise ValueError unless a patch can apply this spec to a pretrained model: it keeps
-        the model's attention (GFSA, NeuTRENO, fusion and their combinations) and changes
-        something."""
+        the model's attention (GFSA, NeuTRENO, fusion and their combinations; a spec that
+        changes nothing, such as NeuTRENO with λ = 0, is named ``softmax``)."""
         if self.attention not in ("softmax", "gfsa"):
             raise ValueError(_not_patchable(self.name, self.attention))
-        if not (self.changes_attention or self.uses_fusion):
-            raise ValueError(_not_patchable(self.name) + ", which changes nothing")
 
     def patch_options(self) -> dict[str, Any]:
         """Every option of :attr:`name` as plain JSON values, defaults filled in:
@@ -320,7 +318,8 @@ def parse_patch(method: str | MethodSpec, **options: Any) -> MethodSpec:
     """
     if isinstance(method, str):
         parts = method.split("+")
-        if not all(part in PATCHABLE_PRESETS for part in parts):
+        # "softmax" alone: the name of a patch that changes nothing (NeuTRENO with λ = 0).
+        if method != "softmax" and not all(part in PATCHABLE_PRESETS for part in parts):
             replacing = [p for p in parts if p in METHOD_PRESETS and p not in PATCHABLE_PRESETS
                          and p != "softmax"]
             raise ValueError(_not_patchable(method, *replacing[:1]))
