@@ -218,6 +218,9 @@ class MethodSpec:
         if unknown:
             raise ValueError(f"unknown method field(s) {unknown}; valid: {list(CONFIG_FIELDS)}")
         merged = apply_method(dict(fields), preset)
+        if merged.get("attention_layers") is not None:  # errors name the config's field
+            merged["attention_layers"] = _layer_indices(merged["attention_layers"],
+                                                        "attention_layers")
         return cls(**{CONFIG_FIELDS[key]: value for key, value in merged.items()})
 
     def to_config(self) -> dict[str, Any]:
@@ -278,12 +281,13 @@ class MethodSpec:
         return LayerMethod(self.attention, dict(self.attention_options), self.neutreno_lambda,
                            self.neutreno_learnable)
 
-    def check_layers(self, num_layers: int) -> None:
-        """Raise ValueError if ``layers`` names a layer a model of ``num_layers`` lacks."""
+    def check_layers(self, num_layers: int, name: str = "layers") -> None:
+        """Raise ValueError if ``layers`` names a layer a model of ``num_layers`` lacks (the
+        message calls the list ``name``)."""
         outside = [i for i in self.layers or () if i >= num_layers]
         if outside:
             raise ValueError(
-                f"layers {outside} do not exist: the model has {num_layers} layers, so valid "
+                f"{name} {outside} do not exist: the model has {num_layers} layers, so valid "
                 f"indices are 0..{num_layers - 1}"
             )
 
@@ -354,15 +358,16 @@ def _check_flag(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be True or False; got {value!r}")
 
 
-def _layer_indices(layers: Any) -> tuple[int, ...]:
-    """``layers`` as a sorted tuple of distinct ints >= 0 (numpy integers included)."""
+def _layer_indices(layers: Any, name: str = "layers") -> tuple[int, ...]:
+    """``layers`` as a sorted tuple of distinct ints >= 0 (numpy integers included); errors
+    call it ``name``."""
     if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
-        raise ValueError(f"layers must be a list of 0-based layer indices; got {layers!r}")
+        raise ValueError(f"{name} must be a list of 0-based layer indices; got {layers!r}")
     indices = list(layers)
     bad = [i for i in indices if isinstance(i, bool) or not _is_index(i) or i < 0]
     if bad or not indices:
         raise ValueError(
-            "layers must be a non-empty list of 0-based layer indices (ints >= 0; leave it out "
+            f"{name} must be a non-empty list of 0-based layer indices (ints >= 0; leave it out "
             f"for every layer); got {indices!r}"
         )
     return tuple(sorted({operator.index(i) for i in indices}))

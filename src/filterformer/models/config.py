@@ -99,7 +99,7 @@ class TransformerConfig:
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
         spec = self._method_spec(spec)
-        spec.check_layers(self.depth)
+        spec.check_layers(self.depth, "attention_layers")
         if spec.neutreno_warmup:
             raise ValueError(
                 f"neutreno_warmup={spec.neutreno_warmup} raises λ from 0 in a pretrained model's "
