@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -144,11 +144,7 @@ class MethodSpec:
             raise ValueError(f"fusion must be one of {FUSION_MODES} or None; got {self.fusion!r}")
         if self.layers is not None:
             object.__setattr__(self, "layers", _layer_indices(self.layers))
-            if not (self.attention != "softmax" or self.uses_neutreno):
-                raise ValueError(
-                    f"layers {list(self.layers)} select the layers of a per-layer method "
-                    "(an attention other than softmax, or NeuTRENO), and this method has none"
-                )
+            _check_per_layer(self.layers, self.changes_attention)
 
     def _meaning(self) -> tuple[Any, ...]:
         options = self.graph_filter_options() if self.uses_gfsa else self.attention_options
@@ -218,10 +214,15 @@ class MethodSpec:
         if unknown:
             raise ValueError(f"unknown method field(s) {unknown}; valid: {list(CONFIG_FIELDS)}")
         merged = apply_method(dict(fields), preset)
-        if merged.get("attention_layers") is not None:  # errors name the config's field
-            merged["attention_layers"] = _layer_indices(merged["attention_layers"],
-                                                        "attention_layers")
-        return cls(**{CONFIG_FIELDS[key]: value for key, value in merged.items()})
+        spec = cls(**{CONFIG_FIELDS[key]: value for key, value in merged.items()
+                      if key != "attention_layers"})
+        layers = merged.get("attention_layers")
+        if layers is None:
+            return spec
+        # Checked here first, so that errors name the config's field.
+        layers = _layer_indices(layers, "attention_layers")
+        _check_per_layer(layers, spec.changes_attention, "attention_layers")
+        return replace(spec, layers=layers)
 
     def to_config(self) -> dict[str, Any]:
         """The configuration fields of this spec, as plain data (:meth:`from_config`'s
@@ -371,6 +372,15 @@ def _layer_indices(layers: Any, name: str = "layers") -> tuple[int, ...]:
             f"for every layer); got {indices!r}"
         )
     return tuple(sorted({operator.index(i) for i in indices}))
+
+
+def _check_per_layer(layers: tuple[int, ...], per_layer: bool, name: str = "layers") -> None:
+    """Refuse a layer list for a method without per-layer parts: it would select nothing."""
+    if not per_layer:
+        raise ValueError(
+            f"{name} {list(layers)} select the layers of a per-layer method (an attention other "
+            "than softmax, or NeuTRENO), and this method has none"
+        )
 
 
 def _is_index(value: Any) -> bool:
