@@ -144,7 +144,6 @@ class MethodSpec:
             raise ValueError(f"fusion must be one of {FUSION_MODES} or None; got {self.fusion!r}")
         if self.layers is not None:
             object.__setattr__(self, "layers", _layer_indices(self.layers))
-            _check_per_layer(self.layers, self.changes_attention)
 
     def _meaning(self) -> tuple[Any, ...]:
         options = self.graph_filter_options() if self.uses_gfsa else self.attention_options
@@ -374,8 +373,9 @@ def _layer_indices(layers: Any, name: str = "layers") -> tuple[int, ...]:
     return tuple(sorted({operator.index(i) for i in indices}))
 
 
-def _check_per_layer(layers: tuple[int, ...], per_layer: bool, name: str = "layers") -> None:
-    """Refuse a layer list for a method without per-layer parts: it would select nothing."""
+def _check_per_layer(layers: tuple[int, ...], per_layer: bool, name: str) -> None:
+    """Refuse a config's layer list for a method without per-layer parts: it would select
+    nothing. (A preset's options take ``layers`` only where the preset has such parts.)"""
     if not per_layer:
         raise ValueError(
             f"{name} {list(layers)} select the layers of a per-layer method (an attention other "

@@ -116,7 +116,6 @@ class GraphFilter:
             causal: whether the module is causal.
             like: a tensor whose dtype and device the coefficients take (default: torch's).
         """
-        assert isinstance(self, nn.Module)
         options = check_graph_filter_options(
             {"K": K, "learn": learn, "exact_power": exact_power, "base": base}, causal=causal
         )
