@@ -88,10 +88,23 @@ def _record(modules: list[nn.Module]) -> tuple[list, list]:
     return inputs, outputs
 
 
+def _native_config(spec: MethodSpec, spelling: str) -> TransformerConfig:
+    """The config of a depth-4 model with ``spec``: given as the spec, or as a config file's
+    method fields (``attention``, ``attention_layers``, ``neutreno_lambda``, …)."""
+    shape = {"dim": DIM, "depth": DEPTH, "num_heads": HEADS, "input_dim": 5}
+    if spelling == "spec":
+        return TransformerConfig(**shape, spec=spec)
+    fields = {key: value for key, value in spec.to_config().items() if key != "neutreno_warmup"}
+    assert fields["attention_layers"] == list(LAYERS)
+    return TransformerConfig.from_dict({**shape, **fields})
+
+
+@pytest.mark.parametrize("spelling", ["spec", "config_fields"])
 @pytest.mark.parametrize("learnable", [False, True], ids=["fixed_lambda", "learned_lambda"])
-def test_a_native_model_runs_the_spec_on_its_layers_as_written(learnable):
+def test_a_native_model_runs_the_spec_on_its_layers_as_written(learnable, spelling):
     spec = _spec(learnable)
-    config = TransformerConfig(dim=DIM, depth=DEPTH, num_heads=HEADS, input_dim=5, spec=spec)
+    config = _native_config(spec, spelling)
+    assert config.method == spec
     model = Transformer(config).to(torch.float64).eval()
     drawn = _draw(spec)
     for layer in LAYERS:
