@@ -136,8 +136,8 @@ def test_a_config_holds_its_method_once():
     [
         ({"attention_layers": [1]}, "this method has none"),
         ({"attention": "agf", "attention_options": {"learn": "wK"}},
-         r"unknown attention_options \[.learn.\]"),
-        ({"attention_options": {"K": 3}}, "unknown attention_options"),
+         r"unknown option\(s\) 'learn' for attention 'agf'; valid options: K, basis"),
+        ({"attention_options": {"K": 3}}, "unknown option.s. 'K' for attention 'softmax'"),
         ({"attention": "gfsa", "attention_options": {"base": "fast"}}, "base must be one of"),
         ({"fusion": "sum"}, "fusion must be one of"),
     ],

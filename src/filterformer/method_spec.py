@@ -121,14 +121,15 @@ class MethodSpec:
         if not isinstance(options, Mapping):
             raise ValueError(f"attention_options must be a mapping; got {options!r}")
         options = check_finite_numbers("attention_options", dict(options))
+        own = _own_options(self.attention)
+        unknown = sorted(set(options) - set(own))
+        if unknown:  # as build_attention says it
+            raise ValueError(
+                f"unknown option(s) {', '.join(map(repr, unknown))} for attention "
+                f"{self.attention!r}; valid options: {', '.join(own)}"
+            )
         if self.attention == "gfsa":
             check_graph_filter_options(options)
-        else:
-            own = _own_options(self.attention)
-            unknown = sorted(set(options) - set(own))
-            if unknown:
-                raise ValueError(f"unknown attention_options {unknown} for attention "
-                                 f"{self.attention!r}; valid: {list(own)}")
         object.__setattr__(self, "attention_options", MappingProxyType(options))
         object.__setattr__(self, "neutreno_lambda", check_neutreno_lambda(self.neutreno_lambda))
         _check_flag("neutreno_learnable", self.neutreno_learnable)
