@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import Any
 
 from .attention import attention_names, build_attention, register_attention
+from .method_spec import MethodSpec
 from .models import CausalLM, SequenceClassifier, Transformer, TransformerConfig
 
 __version__ = "0.1.0"
@@ -29,6 +30,7 @@ _LAZY = {
 
 __all__ = [
     "CausalLM",
+    "MethodSpec",
     "SequenceClassifier",
     "Transformer",
     "TransformerConfig",

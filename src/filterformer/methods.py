@@ -3,7 +3,8 @@
 A method name is a preset (``gfsa``, ``samsa_hard``, …) or several joined by ``+``
 (``gfsa+neutreno``): the presets' changes are merged, and two presets that set the same field to
 different values are rejected. Each preset leaves every option it does not name at the attention
-module's own default, so the presets and the modules never disagree.
+module's own default, so the presets and the modules never disagree. A name and its options are
+parsed into one :class:`~filterformer.method_spec.MethodSpec`, which models and patches read.
 """
 
 from __future__ import annotations

@@ -126,15 +126,15 @@ def test_every_method_refuses_a_non_finite_or_negative_neutreno_lambda(name, lam
 
 
 def test_config_module_and_patch_refuse_a_bad_lambda_with_one_message():
+    from filterformer.method_spec import MethodSpec
     from filterformer.models import TransformerConfig
-    from filterformer.patching.options import parse_patch_spec
 
     lam = -float(torch.rand(()).item()) - 1e-3
     messages = []
     for entry in (
         lambda: TransformerConfig(neutreno_lambda=lam),
         lambda: SoftmaxAttention(DIM, HEADS, neutreno_lambda=lam),
-        lambda: parse_patch_spec("neutreno", {"neutreno_lambda": lam}),
+        lambda: MethodSpec.parse("neutreno", neutreno_lambda=lam),
     ):
         with pytest.raises(ValueError) as error:
             entry()

@@ -110,4 +110,4 @@ def test_the_patched_llama_runs_its_method_and_the_unpatched_one_softmax():
     assert get_patch_state(build_decoder_model("hf-llama", "softmax", QUICK, 32)) is None
     for method in ("gfsa", "neutreno"):
         state = get_patch_state(build_decoder_model("hf-llama", method, QUICK, 32))
-        assert state.spec.method == method
+        assert state.spec.name == method

@@ -12,7 +12,8 @@ from filterformer.models import TransformerConfig
         ({"position": "rope"}, "position must be one of"),
         ({"dim": 30, "num_heads": 4}, "divisible"),
         ({"depth": 0}, "depth must be a positive integer"),
-        ({"attention_layers": (0, 4)}, r"attention_layers must be 0-based indices in 0\.\.3"),
+        ({"attention": "gfsa", "attention_layers": (0, 4)},
+         r"attention_layers \[4\] do not exist: the model has 4 layers.* 0\.\.3"),
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\)"),
         ({"neutreno_lambda": float("nan")}, r"neutreno_lambda must be a finite number >= 0"),
         ({"neutreno_lambda": float("inf")}, r"neutreno_lambda must be a finite number >= 0"),
@@ -26,11 +27,14 @@ from filterformer.models import TransformerConfig
         ({"norm_eps": 0.0}, "norm_eps must be a positive finite number"),
         ({"norm_eps": -1e-5}, "norm_eps must be a positive finite number"),
         ({"norm_eps": float("nan")}, "norm_eps must be a positive finite number"),
-        ({"attention_layers": ("a",)}, r"attention_layers must be 0-based indices"),
-        ({"attention_layers": (0.5,)}, r"attention_layers must be 0-based indices"),
+        ({"attention_layers": ("a",)}, r"attention_layers must be a non-empty list of 0-based"),
+        ({"attention_layers": (0.5,)}, r"attention_layers must be a non-empty list of 0-based"),
+        ({"attention_layers": ()}, r"attention_layers must be a non-empty list"),
+        ({"attention_layers": (1,)}, r"layers \[1\] select .*and this method has none"),
         ({"attention_layers": 2}, r"attention_layers must be a list"),
-        ({"neutreno_warmup": 3}, r"neutreno_warmup=3 raises λ from 0 in a pretrained model's "
-                                 r"NeuTRENO patch .*trained from scratch"),
+        ({"neutreno_lambda": 0.5, "neutreno_warmup": 3},
+         r"neutreno_warmup=3 raises λ from 0 in a pretrained model's NeuTRENO patch .*trained "
+         "from scratch"),
         ({"neutreno_warmup": -1}, r"neutreno_warmup must be an integer >= 0"),
     ],
 )
@@ -61,5 +65,5 @@ def test_layer_attention():
 def test_attention_layers_take_numpy_integers():
     import numpy as np
 
-    config = TransformerConfig(depth=4, attention_layers=np.array([1, 3]))
+    config = TransformerConfig(depth=4, attention="agf", attention_layers=np.array([3, 1]))
     assert config.attention_layers == (1, 3) and type(config.attention_layers[0]) is int

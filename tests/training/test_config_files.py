@@ -22,7 +22,8 @@ from filterformer.training.config_files import (
 def _fields() -> dict:
     heads = random.choice([1, 2, 4])
     return {"dim": 8 * heads, "depth": random.randint(1, 6), "num_heads": heads,
-            "norm": random.choice(["pre", "post"]), "attention_layers": [0]}
+            "norm": random.choice(["pre", "post"]), "attention": "gfsa",
+            "attention_layers": [0]}
 
 
 def _write(path, fields: dict) -> None:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from filterformer.data.task import TaskData
 from filterformer.diagnostics import diagnose
+from filterformer.method_spec import MethodSpec
 from filterformer.nn import masked_mean
 from filterformer.patching import patched_parameters
 from filterformer.patching.state import get_patch_state
@@ -32,8 +33,8 @@ from filterformer.training.model_building import (
 from filterformer.training.pretrained import (
     MINILM,
     PretrainedModelConfig,
-    patch_request,
     pretrained_directory,
+    pretrained_method,
 )
 
 from .helpers import majority_task
@@ -70,7 +71,7 @@ def _batch(task: TaskData, size: int = 4) -> dict:
     return model_inputs(task.collate([task.validation[i] for i in range(size)]), CPU)
 
 
-# -- the method as one patch call ----------------------------------------------------------------
+# -- the method as one patch spec ----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -101,8 +102,12 @@ def _batch(task: TaskData, size: int = 4) -> dict:
          ("gfsa", {"exact_power": True, "base": "efficient"})),
     ],
 )
-def test_method_fields_become_one_patch_call(method, model, expected):
-    assert patch_request(model, method) == expected
+def test_method_fields_become_one_patch_spec(method, model, expected):
+    name, options = expected
+    spec = pretrained_method(model, method)
+    assert spec == (None if name is None else MethodSpec.parse(name, **options))
+    if spec is not None:
+        assert spec == MethodSpec.from_config(model, method)  # as a native model reads them
     config = _config(method, model=model)  # accepted when the config is made
     assert config.pretrained == MINILM
 
@@ -222,7 +227,7 @@ def test_the_model_is_the_pretrained_encoder_with_a_head(sentiment, pooling):
     # GFSA starts as the layer's own attention, and one seed gives one head whatever the method.
     torch.testing.assert_close(patched.logits, expected, atol=1e-4, rtol=1e-4)
     assert get_patch_state(softmax.backbone) is None
-    assert get_patch_state(gfsa.backbone).spec.method == "gfsa"
+    assert get_patch_state(gfsa.backbone).spec.name == "gfsa"
 
 
 def test_patch_options_reach_the_patched_layers(sentiment):
@@ -230,8 +235,8 @@ def test_patch_options_reach_the_patched_layers(sentiment):
         "attention_options": {"K": 2, "learn": ["w0", "wK"]}, "attention_layers": [1, 3],
         "neutreno_lambda": 0.4}), sentiment)
     spec = get_patch_state(model.backbone).spec
-    assert (spec.method, spec.K, spec.neutreno_lambda, spec.layers) == (
-        "gfsa+neutreno", 2, 0.4, {1, 3}
+    assert (spec.name, spec.graph_filter_options()["K"], spec.neutreno_lambda, spec.layers) == (
+        "gfsa+neutreno", 2, 0.4, (1, 3)
     )
     names = sorted(name for name, _ in patched_parameters(model.backbone))
     assert names == [f"encoder.layer.{i}.attention.self.filterformer.{w}"

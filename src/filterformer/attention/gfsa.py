@@ -4,31 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import torch
 from torch import Tensor
 
-from ..functional import GFSA_BASES, efficient_feature_maps, gfsa, gfsa_filter, gfsa_response
-from ..functional.gfsa import check_order
+from ..functional import efficient_feature_maps
 from ..methods import GFSA_ORDER
-from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs
 from .context import AttentionMaps
+from .graph_filter import GFSA_COEFFICIENTS, GraphFilter
 from .registry import register_attention
 
 __all__ = ["GFSA_COEFFICIENTS", "GraphFilterAttention"]
 
-#: The filter's coefficients and their initial values (GFSA == plain attention at init).
-GFSA_COEFFICIENTS = {"w0": 0.0, "w1": 1.0, "wK": 0.0}
-
 
 @register_attention("gfsa")
-class GraphFilterAttention(AttentionBase):
+class GraphFilterAttention(AttentionBase, GraphFilter):
     """Attention as the learned graph filter ``H̃ = w0·I + w1·Ā + wK·(Ā + (K−1)(Ā² − Ā))``.
 
     Per head, ``w0, w1, wK`` start at 0, 1, 0, so the layer equals its base attention at init.
     The default path makes two fused attention calls (``Y1 = ĀV``, ``Y2 = ĀY1``) and never forms
     an N×N matrix. Attention dropout cannot be shared by two fused calls, so ``attn_drop`` is
-    applied to the filtered output instead.
+    applied to the filtered output instead. The filter itself (coefficients, options, response)
+    is the :class:`~filterformer.attention.graph_filter.GraphFilter` this module owns.
 
     Args:
         dim: model width D.
@@ -60,35 +56,17 @@ class GraphFilterAttention(AttentionBase):
         neutreno_lambda: float = 0.0,
         neutreno_learnable: bool = False,
         K: int = GFSA_ORDER,
-        learn: Iterable[str] = ("w0", "w1", "wK"),
+        learn: Iterable[str] = tuple(GFSA_COEFFICIENTS),
         exact_power: bool = False,
         base: str = "softmax",
     ) -> None:
-        if base not in GFSA_BASES:
-            raise ValueError(f"base must be one of {GFSA_BASES}; got {base!r}")
-        if base == "efficient" and causal:
-            raise ValueError("base='efficient' is non-causal only; use base='softmax' for causal")
-        learn = (learn,) if isinstance(learn, str) else tuple(learn)
-        unknown = set(learn) - set(GFSA_COEFFICIENTS)
-        if unknown:
-            raise ValueError(
-                f"learn must name coefficients among {tuple(GFSA_COEFFICIENTS)}; "
-                f"got {sorted(unknown)}"
-            )
         super().__init__(
             dim, num_heads, qkv_bias, attn_drop, proj_drop, causal=causal,
             neutreno_lambda=neutreno_lambda, neutreno_learnable=neutreno_learnable,
         )
-        self.K = check_order(K)
-        self.exact_power = exact_power
-        self.base = base
-        self.learn = learn
-        for name, value in GFSA_COEFFICIENTS.items():
-            init = torch.full((num_heads,), value)
-            if name in learn:
-                self.register_parameter(name, exclude_from_weight_decay(torch.nn.Parameter(init)))
-            else:
-                self.register_buffer(name, init)
+        self.init_graph_filter(
+            num_heads, K=K, learn=learn, exact_power=exact_power, base=base, causal=causal
+        )
 
     @property
     def key_padding_only(self) -> bool:  # type: ignore[override]
@@ -96,10 +74,9 @@ class GraphFilterAttention(AttentionBase):
         return self.base == "efficient"
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
-        return gfsa(
-            q, k, v, self.w0, self.w1, self.wK, K=self.K, attn_mask=inputs.attn_mask,
-            key_padding_mask=inputs.padding_mask, is_causal=inputs.is_causal,
-            exact_power=self.exact_power, base=self.base, scale=self.scale,
+        return self.graph_filter(
+            q, k, v, attn_mask=inputs.attn_mask, key_padding_mask=inputs.padding_mask,
+            is_causal=inputs.is_causal, scale=self.scale,
             dropout_p=self.attn_drop if self.training else 0.0, past=inputs.cache,
             query_offset=inputs.query_offset,
         )
@@ -110,27 +87,7 @@ class GraphFilterAttention(AttentionBase):
             attn = rho_q @ rho_k.transpose(-1, -2)
         else:
             attn = self._explicit_attention(q, k, inputs)
-        filt = gfsa_filter(
-            attn, self.w0, self.w1, self.wK, K=self.K, exact_power=self.exact_power
-        )
-        return AttentionMaps(attention=attn, filter=filt)
-
-    def filter_response(self, sigma: Tensor) -> Tensor:
-        """The filter's response ``g(σ)`` per head at graph frequencies σ (METHODS.md §1).
-
-        Args:
-            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
-                device.
-
-        Returns:
-            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this layer's ``w0``,
-            ``w1``, ``wK``, ``K`` and ``exact_power``.
-        """
-        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
-        return gfsa_response(sigma, w0, w1, wK, K=self.K, exact_power=self.exact_power)
+        return AttentionMaps(attention=attn, filter=self.filter_of(attn))
 
     def extra_repr(self) -> str:
-        return (
-            f"{super().extra_repr()}, K={self.K}, learn={self.learn}, "
-            f"exact_power={self.exact_power}, base={self.base!r}"
-        )
+        return f"{super().extra_repr()}, {self.graph_filter_repr()}"

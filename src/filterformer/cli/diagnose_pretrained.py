@@ -129,16 +129,16 @@ def _check_hf_source(source: str) -> None:
 
 
 def _patch_options(args: argparse.Namespace) -> dict[str, Any]:
-    from ..patching.options import parse_patch_spec
+    from ..method_spec import parse_patch
     from ..training.config_values import parse_assignments
 
     try:
-        parse_patch_spec(args.patch, {})
+        parse_patch(args.patch)
     except ValueError as err:
         raise ValueError(f"--patch: {err}") from None
     options = parse_assignments(args.patch_option, "--patch-option")
     try:
-        parse_patch_spec(args.patch, options)
+        parse_patch(args.patch, **options)
     except ValueError as err:
         raise ValueError(f"--patch-option: {err}") from None
     return options

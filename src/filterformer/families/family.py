@@ -15,6 +15,7 @@ from .timm import TIMM
 
 if TYPE_CHECKING:
     from ..diagnostics.capture.captured import CapturedForward
+    from ..method_spec import MethodSpec
     from ..patching.state import PatchState
 
 __all__ = ["FAMILIES", "ModelFamily", "family_named", "family_of", "patchable_family"]
@@ -34,7 +35,7 @@ class ModelFamily(Protocol):
 
     def layers(self, model: nn.Module) -> list[nn.Module]: ...
 
-    def patch(self, model: nn.Module, spec: Any) -> PatchState: ...
+    def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState: ...
 
     def unpatch(self, state: PatchState) -> None: ...
 

@@ -27,6 +27,7 @@ from .hf_modules import attention_modules, hidden_layers, is_huggingface_model
 
 if TYPE_CHECKING:
     from ..diagnostics.capture.captured import CapturedForward
+    from ..method_spec import MethodSpec
     from ..patching.state import PatchState
 
 __all__ = ["HUGGING_FACE", "TESTED_MODELS", "HuggingFaceFamily"]
@@ -111,7 +112,7 @@ class HuggingFaceFamily:
         """The self-attention modules that use the interface, in depth order, by name."""
         return attention_modules(model)
 
-    def patch(self, model: nn.Module, spec: Any) -> PatchState:
+    def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place
         (:func:`filterformer.patching.huggingface.patch_huggingface`)."""
         from ..patching.huggingface import patch_huggingface

@@ -17,6 +17,7 @@ from .timm_models import has_timm_blocks, is_timm_vision_transformer, vision_tra
 
 if TYPE_CHECKING:
     from ..diagnostics.capture.captured import CapturedForward
+    from ..method_spec import MethodSpec
     from ..patching.state import PatchState
 
 __all__ = ["SUPPORTED", "TIMM", "TimmFamily"]
@@ -89,7 +90,7 @@ class TimmFamily:
         """The transformer blocks, in depth order (each with ``attn``, ``norm1``, …)."""
         return vision_transformer_blocks(model)
 
-    def patch(self, model: nn.Module, spec: Any) -> PatchState:
+    def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place (:func:`filterformer.patching.timm_vit.patch_timm`)."""
         from ..patching.timm_vit import patch_timm
 

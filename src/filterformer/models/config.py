@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
-from ..attention import get_attention_class
-from ..checks import (
-    check_choice,
-    check_finite_numbers,
-    check_integer,
-    check_positive,
-    check_probability,
-)
-from ..functional.neutreno import check_neutreno_lambda
+from ..checks import check_choice, check_integer, check_positive, check_probability
 from ..jsonsafe import reject_unknown_fields
-from ..nn import FUSION_MODES, NORM_POSITIONS, POSITIONS
+from ..method_spec import CONFIG_FIELDS, MethodSpec
+from ..nn import NORM_POSITIONS, POSITIONS
 
 __all__ = ["TransformerConfig"]
 
@@ -26,6 +17,12 @@ __all__ = ["TransformerConfig"]
 @dataclass
 class TransformerConfig:
     """Everything that shapes a Transformer; one dataclass, checked on construction.
+
+    The method is one :class:`~filterformer.method_spec.MethodSpec`, :attr:`method`, made once
+    when the config is: from ``spec=`` (a spec, or a preset name such as ``"gfsa+neutreno"``)
+    or from the method fields below (the spelling of config files and saved ``config.json``),
+    which then mirror the spec and are fixed (make another config with
+    :func:`dataclasses.replace`). The model reads only the spec.
 
     Attributes:
         dim: model width D.
@@ -40,9 +37,11 @@ class TransformerConfig:
         causal: causal (decoder) or bidirectional (encoder).
         attention: the attention method (a registry name: ``softmax``, ``gfsa``, ``agf``, …).
         attention_options: keyword options of that method (e.g. ``{"K": 3}`` for GFSA).
-        attention_layers: 0-based indices of the blocks that use ``attention``; the others use
-            softmax. None means every block (GFSA's "even-numbered layers" are ``(1, 3, 5, …)``).
-        neutreno_lambda: NeuTRENO's λ on every attention layer, a finite number >= 0 (the papers
+        attention_layers: 0-based indices of the blocks that run the method's per-layer parts,
+            ``attention`` and NeuTRENO's λ alike; the others run softmax without λ. None means
+            every block (GFSA's "even-numbered layers" are ``(1, 3, 5, …)``). The spec's
+            ``layers``, with the same meaning in a patch.
+        neutreno_lambda: NeuTRENO's λ on the selected layers, a finite number >= 0 (the papers
             use (0, 1]; 0 disables it).
         neutreno_learnable: learn λ per head, initialised to ``neutreno_lambda``.
         neutreno_warmup: for a pretrained run's NeuTRENO patch only: the optimiser steps over
@@ -55,6 +54,8 @@ class TransformerConfig:
         input_dim: features per token, for continuous ``inputs``.
         max_len: the longest sequence.
         position: ``"learned"``, ``"sinusoidal"`` or ``"none"`` positional encoding.
+        spec: (constructor only) the method as a spec or preset name, instead of the method
+            fields; read it back as :attr:`method`.
     """
 
     dim: int = 128
@@ -79,8 +80,9 @@ class TransformerConfig:
     input_dim: int | None = None
     max_len: int = 512
     position: str = "learned"
+    spec: InitVar[MethodSpec | str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, spec: MethodSpec | str | None) -> None:
         for name in ("dim", "depth", "num_heads", "max_len"):
             check_integer(name, getattr(self, name))
         if self.dim % self.num_heads:
@@ -94,30 +96,52 @@ class TransformerConfig:
                              f"to 2**63; got {self.mlp_ratio} × {self.dim}")
         check_choice("norm", self.norm, NORM_POSITIONS)
         check_choice("position", self.position, POSITIONS)
-        if self.fusion is not None:
-            check_choice("fusion", self.fusion, FUSION_MODES)
-        get_attention_class(self.attention)  # raises with the valid names
-        if self.attention_layers is not None:
-            self.attention_layers = _layer_indices(self.attention_layers, self.depth)
         for name in ("vocab_size", "input_dim"):
             check_integer(name, getattr(self, name), optional=True)
-        check_neutreno_lambda(self.neutreno_lambda)
-        check_integer("neutreno_warmup", self.neutreno_warmup, minimum=0)
-        if self.neutreno_warmup:
+        spec = self._method_spec(spec)
+        spec.check_layers(self.depth, "attention_layers")
+        if spec.neutreno_warmup:
             raise ValueError(
-                f"neutreno_warmup={self.neutreno_warmup} raises λ from 0 in a pretrained model's "
+                f"neutreno_warmup={spec.neutreno_warmup} raises λ from 0 in a pretrained model's "
                 "NeuTRENO patch (a run with pretrained set); a model trained from scratch has no "
                 "pretrained outputs to keep: leave neutreno_warmup at 0"
             )
-        # Each method checks its options' meaning when built; no option may be NaN or infinite.
-        self.attention_options = check_finite_numbers("attention_options",
-                                                      dict(self.attention_options))
+        mirrored = {**spec.to_config(), "attention_layers": spec.layers}
+        for name, value in mirrored.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_method", spec)
+
+    @property
+    def method(self) -> MethodSpec:
+        """The config's method, made once on construction."""
+        return self.__dict__["_method"]
+
+    def _method_spec(self, method: MethodSpec | str | None) -> MethodSpec:
+        """The spec of ``method``, or of the method fields when it is None."""
+        fields = {name: getattr(self, name) for name in CONFIG_FIELDS}
+        if method is None:
+            return MethodSpec.from_config(fields)
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.name in fields}
+        defaults["attention_options"] = {}
+        given = sorted(name for name, value in fields.items() if value != defaults[name])
+        if given:
+            raise ValueError(f"give the method either as spec= or as the fields {given}, "
+                             "not both")
+        return MethodSpec.parse(method)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CONFIG_FIELDS and "_method" in self.__dict__:
+            raise AttributeError(
+                f"{name} is part of the config's method, fixed when it was made; make another "
+                f"config with dataclasses.replace(config, {name}=...)"
+            )
+        super().__setattr__(name, value)
 
     def layer_attention(self, index: int) -> tuple[str, dict[str, Any]]:
-        """The attention method and options of block ``index``."""
-        if self.attention_layers is None or index in self.attention_layers:
-            return self.attention, self.attention_options
-        return "softmax", {}
+        """The attention method and options of block ``index``
+        (:meth:`~filterformer.method_spec.MethodSpec.for_layer`)."""
+        layer = self.method.for_layer(index)
+        return layer.attention, layer.options
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for checkpoints and config files)."""
@@ -125,9 +149,7 @@ class TransformerConfig:
         # Always 0 here (pretrained runs only): left out, so configs written before the field
         # existed (checkpoints being resumed) read the same.
         del data["neutreno_warmup"]
-        if data["attention_layers"] is not None:
-            data["attention_layers"] = list(data["attention_layers"])
-        return data
+        return {**data, **{k: v for k, v in self.method.to_config().items() if k in data}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TransformerConfig:
@@ -135,24 +157,3 @@ class TransformerConfig:
         reject_unknown_fields(cls, data)
         return cls(**data)
 
-
-
-def _layer_indices(layers: Any, depth: int) -> tuple[int, ...]:
-    """``attention_layers`` as a tuple of ints in ``0..depth-1`` (numpy integers included)."""
-    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
-        raise ValueError(
-            f"attention_layers must be a list of 0-based block indices; got {layers!r}"
-        )
-    layers = tuple(layers)
-    bad = [i for i in layers if isinstance(i, bool) or not _is_index(i) or not 0 <= i < depth]
-    if bad:
-        raise ValueError(f"attention_layers must be 0-based indices in 0..{depth - 1}; got {bad}")
-    return tuple(operator.index(i) for i in layers)
-
-
-def _is_index(value: Any) -> bool:
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True

@@ -36,7 +36,8 @@ class TransformerOutput:
 
 
 class Transformer(nn.Module, SavesPretrained):
-    """A stack of Transformer blocks whose attention is chosen per layer by name.
+    """A stack of Transformer blocks whose attention is chosen per layer by the config's method
+    (:attr:`TransformerConfig.method`, :meth:`~filterformer.method_spec.MethodSpec.for_layer`).
 
     Args:
         config: a :class:`TransformerConfig`.
@@ -56,24 +57,25 @@ class Transformer(nn.Module, SavesPretrained):
         self.blocks = nn.ModuleList(self._block(i) for i in range(config.depth))
         self.norm = nn.LayerNorm(config.dim, config.norm_eps) if config.norm == "pre" else None
         self.fusion = None
-        if config.fusion is not None:
+        if config.method.fusion is not None:
             fused = config.depth + int(config.fusion_include_embeddings)
-            self.fusion = LayerFusion(config.fusion, config.dim, fused)
+            self.fusion = LayerFusion(config.method.fusion, config.dim, fused)
 
     def _block(self, index: int) -> TransformerBlock:
         c = self.config
-        name, options = c.layer_attention(index)
+        # The spec says what each block runs: its per-layer parts only where ``layers`` selects.
+        layer = c.method.for_layer(index)
         attention = build_attention(
-            name,
+            layer.attention,
             c.dim,
             c.num_heads,
             qkv_bias=c.qkv_bias,
             attn_drop=c.attn_dropout,
             proj_drop=c.dropout,
             causal=c.causal,
-            neutreno_lambda=c.neutreno_lambda,
-            neutreno_learnable=c.neutreno_learnable,
-            **options,
+            neutreno_lambda=layer.neutreno_lambda,
+            neutreno_learnable=layer.neutreno_learnable,
+            **layer.options,
         )
         return TransformerBlock(
             c.dim, attention, mlp_ratio=c.mlp_ratio, dropout=c.dropout, norm=c.norm,

@@ -12,15 +12,11 @@ from the start; ``neutreno_warmup`` raises its λ from 0, advanced by
 from .api import patch, unpatch
 from .change import PatchChange, patch_change
 from .neutreno_warmup import advance_neutreno_warmup
-from .options import PATCH_OPTIONS, PATCHABLE_PRESETS, PatchSpec
 from .saving import from_pretrained, save_pretrained
 from .state import patched_parameters
 
 __all__ = [
-    "PATCHABLE_PRESETS",
-    "PATCH_OPTIONS",
     "PatchChange",
-    "PatchSpec",
     "advance_neutreno_warmup",
     "from_pretrained",
     "patch",

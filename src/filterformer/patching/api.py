@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 from torch import nn
 
 from ..families import family_named, patchable_family
+from ..method_spec import MethodSpec, parse_patch
 from .neutreno_warmup import attach_neutreno_warmup
-from .options import PatchSpec, parse_patch_spec
 from .saved_patch import keep_patch_on_save
 from .state import get_patch_state
 
@@ -17,7 +17,7 @@ __all__ = ["patch", "unpatch"]
 ModelT = TypeVar("ModelT", bound=nn.Module)
 
 
-def patch(model: ModelT, method: str, **options: Any) -> ModelT:
+def patch(model: ModelT, method: str | MethodSpec, **options: Any) -> ModelT:
     """Turn a pretrained model's attention into GFSA and/or NeuTRENO, and/or fuse its layers.
 
     The model is changed in place and returned. What it computes before training depends on
@@ -39,21 +39,23 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
         model: a Hugging Face ``transformers.PreTrainedModel`` whose attention goes through its
             ``AttentionInterface`` (BERT, RoBERTa, ALBERT, GPT-2, ViT, Llama-style, …), or a
             timm ``VisionTransformer`` (ViT, DeiT).
-        method: a preset of :mod:`filterformer.methods` that keeps the model's attention:
+        method: a :class:`~filterformer.method_spec.MethodSpec` (with no ``options``; the one a
+            :class:`~filterformer.models.TransformerConfig` holds patches the same layers), or a
+            preset of :mod:`filterformer.methods` that keeps the model's attention:
             ``"gfsa"``, ``"neutreno"``, ``"fusion"`` (encoders), or several joined by ``+``
-            (``"gfsa+neutreno"``, ``"gfsa+fusion"``, ``"gfsa+neutreno+fusion"``).
-        **options: the names of :class:`~filterformer.models.TransformerConfig` and of
-            :class:`~filterformer.attention.GraphFilterAttention` (METHODS.md), defaults from
-            the presets: GFSA's ``K=3``, ``learn=("w0", "w1", "wK")`` (the learned
+            (``"gfsa+neutreno"``, ``"gfsa+fusion"``, ``"gfsa+neutreno+fusion"``), parsed with
+            its options by :meth:`~filterformer.method_spec.MethodSpec.parse`.
+        **options: the spec's options (:func:`~filterformer.method_spec.preset_options`), defaults
+            from the presets: GFSA's ``K=3``, ``learn=("w0", "w1", "wK")`` (the learned
             coefficients), ``exact_power=False`` and ``base="softmax"`` (``"efficient"``:
             encoders only); NeuTRENO's ``neutreno_lambda=0.6``, ``neutreno_learnable=False``
             (a per-head λ) and ``neutreno_warmup=0``: ``W > 0`` applies ``λ·min(s / W, 1)``
             after ``s`` optimiser steps, counted by
             :func:`~filterformer.patching.advance_neutreno_warmup` (``filterformer train``
             calls it; other training loops call it after each optimiser step); ``layers=None``,
-            0-based indices of the layers that use GFSA and NeuTRENO (all when None;
-            NeuTRENO's first layer always provides V⁰); ``fusion``, the fusion mode
-            (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
+            0-based indices of the layers that run GFSA and NeuTRENO's λ (all when None; the
+            first layer always provides V⁰), as in a model built from a config; ``fusion``, the
+            fusion mode (``"concat"``, ``"max"`` or ``"gate"``; ``"concat"`` by default).
 
     Returns:
         ``model``.
@@ -64,19 +66,19 @@ def patch(model: ModelT, method: str, **options: Any) -> ModelT:
             it first: the patch's new parameters need values).
         ImportError: for a ``transformers`` older than the supported versions.
     """
-    spec = parse_patch_spec(method, options)
+    spec = parse_patch(method, **options)
     _refuse_meta(model)
     return _patch(model, spec)
 
 
-def patch_for_inspection(model: ModelT, method: str, **options: Any) -> ModelT:
+def patch_for_inspection(model: ModelT, method: str | MethodSpec, **options: Any) -> ModelT:
     """:func:`patch`, taking a model on the meta device too: to check that the patch applies
     and to read the names and shapes of the patched model's weights, without memory or time.
 
     The patch's new parameters get no values on the meta device (``to_empty`` would leave them
     uninitialised), so such a model is for inspection only, never to materialise and run.
     """
-    return _patch(model, parse_patch_spec(method, options))
+    return _patch(model, parse_patch(method, **options))
 
 
 def _refuse_meta(model: nn.Module) -> None:
@@ -94,11 +96,11 @@ def _refuse_meta(model: nn.Module) -> None:
         )
 
 
-def _patch(model: ModelT, spec: PatchSpec) -> ModelT:
+def _patch(model: ModelT, spec: MethodSpec) -> ModelT:
     state = get_patch_state(model)
     if state is not None:
         raise ValueError(
-            f"the model is already patched with {state.spec.method!r}; call unpatch(model) first"
+            f"the model is already patched with {state.spec.name!r}; call unpatch(model) first"
         )
     state = patchable_family(model).patch(model, spec)
     if spec.neutreno_warmup:

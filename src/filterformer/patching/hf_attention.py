@@ -4,8 +4,10 @@
 ``AttentionInterface``, with the calling module and its ``q``, ``k``, ``v`` (already rotated and
 cached). Registering :func:`filterformer_attention` under :data:`ATTENTION_NAME`, with
 ``transformers``' SDPA masks under the same name, patches any model that routes its attention
-through that interface, without copying model code. A module's GFSA coefficients live in its
-:class:`HuggingFaceAttentionPatch` child, so optimisers and ``state_dict`` see them.
+through that interface, without copying model code. A module's GFSA filter is its
+:class:`HuggingFaceAttentionPatch` child's
+:class:`~filterformer.attention.graph_filter.GraphFilter` (the one native GFSA owns too), so
+optimisers and ``state_dict`` see its coefficients.
 """
 
 from __future__ import annotations
@@ -15,15 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..attention.gfsa import GFSA_COEFFICIENTS
-from ..functional import (
-    attend,
-    attention_matrix,
-    gfsa,
-    gfsa_filter,
-    gfsa_response,
-    repeat_heads,
-)
+from ..attention.graph_filter import GraphFilter
+from ..functional import attend, attention_matrix, repeat_heads
 from ..functional.masks import masked_entries
 from ..functional.sdpa_backends import growing_keys_kernels
 from ..optim import exclude_from_weight_decay
@@ -45,7 +40,7 @@ PATCH_ATTRIBUTE = "filterformer"
 UNSUPPORTED_ARGUMENTS = ("softcap", "s_aux", "position_bias", "cache")
 
 
-class HuggingFaceAttentionPatch(nn.Module):
+class HuggingFaceAttentionPatch(nn.Module, GraphFilter):
     """Filterformer's part of one Hugging Face attention module.
 
     Args:
@@ -53,8 +48,8 @@ class HuggingFaceAttentionPatch(nn.Module):
         layer: the layer this module computes, or None when one module serves several layers
             (ALBERT), whose calls are then counted in order.
         num_heads: query heads h; GFSA's coefficients are per query head.
-        gfsa: whether this module gets GFSA coefficients ``w0, w1, wK`` of shape ``(h,)``,
-            initialised to 0, 1, 0 (plain attention), learned where ``state.spec.learn`` says.
+        gfsa: whether this module gets a graph filter (coefficients ``w0, w1, wK`` of shape
+            ``(h,)`` at 0, 1, 0, plain attention), with the spec's GFSA options.
         like: a parameter of the module, whose dtype and device the coefficients take.
         learnable_lambda: whether this module learns NeuTRENO's λ: an ``(h,)`` parameter
             ``neutreno_lambda`` initialised to ``state.spec.neutreno_lambda`` (else that float).
@@ -77,12 +72,7 @@ class HuggingFaceAttentionPatch(nn.Module):
         self.num_heads = num_heads
         self.has_gfsa = gfsa
         if gfsa:
-            for name, value in GFSA_COEFFICIENTS.items():
-                init = torch.full((num_heads,), value, dtype=like.dtype, device=like.device)
-                if name in spec.learn:
-                    self.register_parameter(name, nn.Parameter(init))
-                else:
-                    self.register_buffer(name, init)
+            self.init_graph_filter(num_heads, **spec.graph_filter_options(), like=like)
         self.neutreno_lambda: float | Tensor = spec.neutreno_lambda
         if learnable_lambda:
             init = torch.full((num_heads,), spec.neutreno_lambda, dtype=like.dtype)
@@ -104,31 +94,20 @@ class HuggingFaceAttentionPatch(nn.Module):
         return index
 
     def filter_response(self, sigma: Tensor) -> Tensor:
-        """GFSA's response ``g(σ)`` per query head at graph frequencies σ (METHODS.md §1).
-
-        Args:
-            sigma: ``(M,)`` frequencies in ``[0, 1]``; the coefficients are taken to its dtype and
-                device.
-
-        Returns:
-            ``(h, M)``: :func:`~filterformer.functional.gfsa_response` of this module's ``w0``,
-            ``w1``, ``wK`` and the patch's ``K`` and ``exact_power``.
+        """:meth:`GraphFilter.filter_response`, for a module patched with GFSA.
 
         Raises:
             ValueError: for a module patched without GFSA.
         """
         if not self.has_gfsa:
             raise ValueError(f"layer {self.layer} was patched without GFSA; it has no filter")
-        w0, w1, wK = (w.to(sigma) for w in (self.w0, self.w1, self.wK))
-        spec = self.state.spec
-        return gfsa_response(sigma, w0, w1, wK, K=spec.K, exact_power=spec.exact_power)
+        return super().filter_response(sigma)
 
     def extra_repr(self) -> str:
         spec = self.state.spec
-        text = f"method={spec.method!r}, layer={self.layer}, num_heads={self.num_heads}"
+        text = f"method={spec.name!r}, layer={self.layer}, num_heads={self.num_heads}"
         if self.has_gfsa:
-            text += f", K={spec.K}, learn={spec.learn}, exact_power={spec.exact_power}"
-            text += f", base={spec.base!r}"
+            text += f", {self.graph_filter_repr()}"
         if spec.uses_neutreno:
             lam = "learnable" if spec.neutreno_learnable else spec.neutreno_lambda
             text += f", neutreno_lambda={lam}"
@@ -249,14 +228,13 @@ def _attention(
     if use_gfsa:
         # Decoding keeps ĀV at past positions; the efficient base (encoders only) never decodes.
         store = None
-        if spec.base == "efficient":
+        if patch.base == "efficient":
             attention_mask = _key_padding_form(attention_mask)
         else:
             store = _power_store(context, layer, query_len, key_len, key)
-        out = gfsa(
-            query, key, value, patch.w0, patch.w1, patch.wK, K=spec.K,
-            attn_mask=attention_mask, is_causal=causal, exact_power=spec.exact_power,
-            base=spec.base, scale=scaling, dropout_p=dropout, past=store,
+        out = patch.graph_filter(
+            query, key, value, attn_mask=attention_mask, is_causal=causal, scale=scaling,
+            dropout_p=dropout, past=store,
         )
     else:
         out = attend(
@@ -274,9 +252,7 @@ def _attention(
             scale=scaling,
         )
         if use_gfsa and query_len == key_len:
-            maps = gfsa_filter(
-                maps, patch.w0, patch.w1, patch.wK, K=spec.K, exact_power=spec.exact_power
-            )
+            maps = patch.filter_of(maps)
     if out.dtype != query.dtype:
         out = out.to(query.dtype)
     return out.transpose(1, 2).contiguous(), maps

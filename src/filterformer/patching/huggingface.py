@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from ..attention.graph_filter import check_graph_filter_options
 from ..families import (
     HUGGING_FACE,
     attention_implementation,
@@ -24,6 +25,7 @@ from ..families import (
     switch_attention_implementation,
 )
 from ..families.huggingface import TESTED_MODELS
+from ..method_spec import MethodSpec
 from .fusion import attach_fusion
 from .hf_attention import (
     ATTENTION_NAME,
@@ -31,7 +33,6 @@ from .hf_attention import (
     HuggingFaceAttentionPatch,
     register_attention_function,
 )
-from .options import PatchSpec
 from .state import CachedPowers, PatchState, get_patch_state
 
 __all__ = [
@@ -100,7 +101,7 @@ def _check_model(model: nn.Module) -> None:
         raise ValueError(f"{type(model).__name__} cannot switch its attention implementation")
 
 
-def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
+def patch_huggingface(model: nn.Module, spec: MethodSpec) -> PatchState:
     """Patch a ``transformers.PreTrainedModel`` in place.
 
     Raises:
@@ -133,11 +134,8 @@ def patch_huggingface(model: nn.Module, spec: PatchSpec) -> PatchState:
     try:
         state.add_hook(base.register_forward_pre_hook(_start_forward, with_kwargs=True))
         state.add_hook(base.register_forward_hook(_finish_forward))
-        if spec.base == "efficient" and _is_causal(model, modules):
-            raise ValueError(
-                f"GFSA's base='efficient' is non-causal only and {type(model).__name__} is "
-                "causal; use base='softmax'"
-            )
+        if spec.uses_gfsa:
+            check_graph_filter_options(spec.attention_options, causal=_is_causal(model, modules))
         if spec.changes_attention:
             _patch_attention(model, state, modules)
         if spec.uses_fusion:

@@ -27,9 +27,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..method_spec import MethodSpec, parse_patch, preset_options
 from ..weight_files import remove_weight_files
 from .absent_modules import absent_modules
-from .options import PatchSpec, method_options, parse_patch_spec
 from .state import PatchState, get_patch_state
 
 __all__ = [
@@ -77,7 +77,7 @@ class SavedPatch:
 
     backend: str
     model: str
-    spec: PatchSpec
+    spec: MethodSpec
     version: str
     without_modules: tuple[str, ...] = ()
 
@@ -87,8 +87,8 @@ class SavedPatch:
             "filterformer_version": self.version,
             "backend": self.backend,
             "model": self.model,
-            "method": self.spec.method,
-            "options": self.spec.options(),
+            "method": self.spec.name,
+            "options": self.spec.patch_options(),
         }
         if self.without_modules:
             data["without_modules"] = list(self.without_modules)
@@ -166,17 +166,17 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
     if not isinstance(options, dict):
         raise ValueError(f"{path}: options must be a JSON object; got {options!r}")
     try:
-        spec = parse_patch_spec(data["method"], options)
+        spec = parse_patch(data["method"], **options)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from err
     lacking = [
-        name for name in method_options(spec.method)
+        name for name in preset_options(data["method"])
         if name not in options and name not in LATER_OPTIONS
     ]
     if lacking:
         raise ValueError(
-            f"{path}: options lack {lacking}; method {spec.method!r} is saved with all its "
-            f"options: {list(method_options(spec.method))}"
+            f"{path}: options lack {lacking}; method {data['method']!r} is saved with all its "
+            f"options: {list(preset_options(data['method']))}"
         )
     without = data.get("without_modules", [])
     if not isinstance(without, list) or not all(isinstance(n, str) and n for n in without):

@@ -24,11 +24,11 @@ import torch
 from torch import Tensor, nn
 
 from ..families.hf_directory import load_config
+from ..method_spec import MethodSpec
 from ..models.saved_model import SavesPretrained, is_saved_model_directory, load_saved_model
 from ..weight_files import WEIGHTS_FILE, read_weights, remove_weight_files, take_saved_dtype
 from .absent_modules import remove_modules
 from .api import patch, patch_for_inspection
-from .options import PatchSpec
 from .saved_patch import (
     MARKER_KEY,
     PATCH_FILE,
@@ -145,7 +145,7 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     remove_modules(model, saved.without_modules, directory / PATCH_FILE)
     weights = read_weights(directory)
     take_saved_dtype(model, weights)
-    patch(model, saved.spec.method, **saved.spec.options())
+    patch(model, saved.spec)
     _load_strictly(model, weights, directory, saved.spec)
     return model.eval()
 
@@ -235,7 +235,7 @@ def _create_timm(architecture: str, kwargs: Mapping[str, Any]) -> nn.Module:
 
 
 def _check_rebuilds(
-    model: nn.Module, spec: PatchSpec, architecture: str, kwargs: Mapping[str, Any]
+    model: nn.Module, spec: MethodSpec, architecture: str, kwargs: Mapping[str, Any]
 ) -> None:
     """Raise ValueError unless ``architecture`` built with ``kwargs`` and patched with ``spec``
     has ``model``'s weight names and shapes (built on the meta device: no memory, no init)."""
@@ -244,7 +244,7 @@ def _check_rebuilds(
             reference = _create_timm(architecture, kwargs)
     except (RuntimeError, NotImplementedError):  # a constructor that reads tensor values
         reference = _create_timm(architecture, kwargs)
-    patch_for_inspection(reference, spec.method, **spec.options())
+    patch_for_inspection(reference, spec)
     ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     rebuilt = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
     differ = sorted(k for k in ours.keys() | rebuilt.keys() if ours.get(k) != rebuilt.get(k))
@@ -289,7 +289,7 @@ def _is_json(value: Any) -> bool:
 
 
 def _load_strictly(
-    model: nn.Module, weights: Mapping[str, Tensor], directory: Path, spec: PatchSpec
+    model: nn.Module, weights: Mapping[str, Tensor], directory: Path, spec: MethodSpec
 ) -> None:
     """Load ``weights`` into the patched ``model``, or raise ValueError naming every missing,
     unexpected or mis-shaped key. Tied weights (one tensor under several names) need one name."""
@@ -316,7 +316,7 @@ def _load_strictly(
     if problems:
         raise ValueError(
             f"{directory}: the saved weights do not fit the {type(model).__name__} patched with "
-            f"{spec.method!r}: {'; '.join(problems)}"
+            f"{spec.name!r}: {'; '.join(problems)}"
         )
     model.load_state_dict(weights, strict=False)
 

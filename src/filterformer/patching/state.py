@@ -16,8 +16,8 @@ from torch.utils.hooks import RemovableHandle
 
 from ..attention.context import AttentionContext
 from ..attention.decoding_cache import LayerCache
+from ..method_spec import MethodSpec
 from ..optim import exclude_from_weight_decay
-from .options import PatchSpec
 
 __all__ = [
     "STATE_ATTRIBUTE",
@@ -134,7 +134,7 @@ class PatchState:
     """
 
     def __init__(
-        self, spec: PatchSpec, backend: str, model: nn.Module, num_layers: int
+        self, spec: MethodSpec, backend: str, model: nn.Module, num_layers: int
     ) -> None:
         self.spec = spec
         self.backend = backend
@@ -179,7 +179,7 @@ class PatchState:
         """Refuse gradient checkpointing where it would silently break the method."""
         if checkpointing and self.needs_whole_forward:
             raise ValueError(
-                f"method {self.spec.method!r} shares state between layers within a forward pass, "
+                f"method {self.spec.name!r} shares state between layers within a forward pass, "
                 "which gradient checkpointing would recompute layer by layer; disable gradient "
                 "checkpointing (it is supported with 'gfsa' on unshared layers)"
             )

@@ -16,14 +16,14 @@ from torch import nn
 from ..attention import AttentionBase, build_attention
 from ..families import TIMM
 from ..families.timm import SUPPORTED
+from ..method_spec import MethodSpec
 from .fusion import attach_fusion
-from .options import PatchSpec
 from .state import PatchState, get_patch_state
 
 __all__ = ["SUPPORTED", "patch_timm"]
 
 
-def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
+def patch_timm(model: nn.Module, spec: MethodSpec) -> PatchState:
     """Patch a timm ``VisionTransformer`` in place.
 
     Raises:
@@ -53,13 +53,13 @@ def patch_timm(model: nn.Module, spec: PatchSpec) -> PatchState:
 def _replace_attention(state: PatchState, blocks: list[nn.Module]) -> None:
     spec = state.spec
     for index, block in enumerate(blocks):
-        gfsa = spec.uses_gfsa and spec.selects(index)
+        layer = spec.for_layer(index)
         # The first layer always runs the package's attention under NeuTRENO: it provides V⁰.
-        neutreno = spec.uses_neutreno and (spec.selects(index) or index == 0)
-        if not (gfsa or neutreno):
+        if layer.attention == "softmax" and not (
+            spec.uses_neutreno and (index == 0 or spec.selects(index))
+        ):
             continue
-        lam = spec.neutreno_lambda if spec.uses_neutreno and spec.selects(index) else 0.0
-        attention = _filter_attention(block.attn, index, spec, gfsa=gfsa, lam=lam)
+        attention = _filter_attention(block.attn, index, spec)
         state.add_submodule(block, "attn", attention)
         state.add_parameters(attention)
         state.attach(attention)
@@ -90,22 +90,17 @@ def _check_supported(attn: nn.Module, index: int) -> None:
         )
 
 
-def _filter_attention(
-    attn: nn.Module, index: int, spec: PatchSpec, *, gfsa: bool, lam: float
-) -> AttentionBase:
-    """The package's attention module equivalent to timm's ``attn``, sharing its weights."""
+def _filter_attention(attn: nn.Module, index: int, spec: MethodSpec) -> AttentionBase:
+    """The package's attention module equivalent to timm's ``attn``, sharing its weights: the
+    one a native model builds for layer ``index`` of ``spec``."""
     _check_supported(attn, index)
-    options: dict[str, Any] = {
-        "qkv_bias": attn.qkv.bias is not None,
-        "attn_drop": attn.attn_drop.p,
-        "proj_drop": attn.proj_drop.p,
-        "neutreno_lambda": lam,
-        "neutreno_learnable": spec.neutreno_learnable and spec.selects(index),
-    }
-    if gfsa:
-        options.update(K=spec.K, learn=spec.learn, exact_power=spec.exact_power, base=spec.base)
-    method = "gfsa" if gfsa else "softmax"
-    attention = build_attention(method, attn.qkv.in_features, attn.num_heads, **options)
+    layer = spec.for_layer(index)
+    attention = build_attention(
+        layer.attention, attn.qkv.in_features, attn.num_heads,
+        qkv_bias=attn.qkv.bias is not None, attn_drop=attn.attn_drop.p,
+        proj_drop=attn.proj_drop.p, neutreno_lambda=layer.neutreno_lambda,
+        neutreno_learnable=layer.neutreno_learnable, **layer.options,
+    )
     weight = attn.qkv.weight
     attention.to(device=weight.device, dtype=weight.dtype)
     attention.qkv, attention.proj = attn.qkv, attn.proj

@@ -12,9 +12,10 @@ Nothing is ever downloaded, and no code a model directory ships is run: Hugging 
 read with ``local_files_only=True`` and ``trust_remote_code=False`` (a directory with an
 ``auto_map`` is refused, :mod:`~filterformer.families.hf_directory`); both families load through
 their adapters (:mod:`filterformer.families`), as ``filterformer diagnose`` does. The run's
-method fields translate to one :func:`filterformer.patch` call (:func:`patch_request`); what no
-patch can express (AGF, SAMSA, GFSA options a patch lacks, …) is refused when the
-config is made. A linear head on the pooled last hidden states classifies
+method fields become one :class:`~filterformer.method_spec.MethodSpec` that
+:func:`filterformer.patch` applies (:func:`pretrained_method`), read as a model built from the
+same fields reads them; what no patch can express (AGF, SAMSA, GFSA options a patch lacks, …) is
+refused when the config is made. A linear head on the pooled last hidden states classifies
 (:mod:`filterformer.models.pretrained_classifier`), under the training contract.
 """
 
@@ -28,9 +29,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..attention.graph_filter import GRAPH_FILTER_OPTIONS
 from ..families import HUGGING_FACE, MINILM, TIMM
 from ..families.hf_directory import pretrained_directory
 from ..jsonsafe import reject_unknown_fields
+from ..method_spec import PATCHABLE_PRESETS, MethodSpec, parse_patch
 from ..methods import apply_method
 from ..models.pretrained_classifier import (
     PretrainedClassifier,
@@ -39,19 +42,17 @@ from ..models.pretrained_classifier import (
 )
 from ..patching import patch
 from ..patching.api import patch_for_inspection
-from ..patching.options import PATCH_OPTIONS, PATCHABLE_PRESETS, parse_patch_spec
 
 __all__ = [
     "MINILM",
     "PATCHABLE_METHODS",
     "PRETRAINED_MODEL_FIELDS",
     "TIMM_PREFIX",
-    "PatchCall",
     "PretrainedModelConfig",
     "build_pretrained",
     "check_pretrained_source",
-    "patch_request",
     "pretrained_directory",
+    "pretrained_method",
     "pretrained_task_options",
     "resolve_pretrained",
 ]
@@ -66,12 +67,10 @@ PRETRAINED_MODEL_FIELDS = (
     "neutreno_learnable", "neutreno_warmup", "fusion",
 )
 #: GFSA options that a patch takes (``model.attention_options``).
-GFSA_PATCH_OPTIONS = tuple(o for o in PATCH_OPTIONS["gfsa"] if o != "layers")
+GFSA_PATCH_OPTIONS = tuple(GRAPH_FILTER_OPTIONS)
 #: Where a pretrained backbone comes from, and what sits on it.
 BACKENDS = ("transformers", "timm")
 HEADS = ("classification",)
-#: A :func:`filterformer.patch` call: its method (None: no patch) and options.
-PatchCall = tuple[str | None, dict[str, Any]]
 
 _TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)} and their "
           "combinations; model fields it takes: attention (softmax or gfsa), attention_options "
@@ -111,18 +110,14 @@ def pretrained_task_options(task: str, options: dict[str, Any], source: str) -> 
     return {**options, "tokenizer": source} if "tokenizer" in accepted else options
 
 
-def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchCall:
-    """The :func:`filterformer.patch` call of a run's method on a pretrained model.
+def pretrained_method(model_fields: Mapping[str, Any], method: str | None) -> MethodSpec | None:
+    """The :class:`~filterformer.method_spec.MethodSpec` a run's method patches into a
+    pretrained model, or None for the unpatched model (``softmax``).
 
     ``method``'s preset goes under the explicit ``model_fields`` (:func:`apply_method`), and the
-    fields become the patch's options under the same names: ``attention: gfsa`` with its
-    ``attention_options`` → ``gfsa``; ``neutreno_lambda`` λ ≠ 0 (or ``neutreno_learnable``) →
-    ``neutreno`` (with ``neutreno_warmup`` when set); ``fusion`` → ``fusion``; those used are
-    joined by ``+``; ``attention_layers`` → ``layers`` (GFSA's and NeuTRENO's alike). Nothing
-    (``softmax``) means the unpatched model.
-
-    Returns:
-        ``(patch method or None, its options)``, options as plain data.
+    fields make the spec as they make a native model's
+    (:meth:`~filterformer.method_spec.MethodSpec.from_config`): ``attention_layers`` restricts
+    GFSA and NeuTRENO's λ alike, natively and patched.
 
     Raises:
         ValueError: for fields no patch expresses (architecture fields, AGF, SAMSA, GFSA options
@@ -147,39 +142,35 @@ def patch_request(model_fields: Mapping[str, Any], method: str | None) -> PatchC
             f"model.attention_options.{unknown[0]} cannot be patched in ({called}): a patched "
             f"GFSA takes {', '.join(GFSA_PATCH_OPTIONS)}; {_TAKES}"
         )
-    parts: list[str] = []
-    options: dict[str, Any] = {}
-    if attention == "gfsa":
-        parts.append("gfsa")
-        options.update(gfsa_options)
-        if "learn" in options:
-            learn = options["learn"]
-            options["learn"] = [learn] if isinstance(learn, str) else list(learn)
-    lam = fields.get("neutreno_lambda", 0.0)
-    if lam != 0 or fields.get("neutreno_learnable", False):
-        parts.append("neutreno")
-        options["neutreno_lambda"] = lam
-        if fields.get("neutreno_learnable", False):
-            options["neutreno_learnable"] = True
-        if fields.get("neutreno_warmup", 0):
-            options["neutreno_warmup"] = fields["neutreno_warmup"]
-    elif fields.get("neutreno_warmup", 0):
+    neutreno = fields.get("neutreno_lambda", 0.0) != 0 or fields.get("neutreno_learnable", False)
+    if fields.get("neutreno_warmup", 0) and not neutreno:
         raise ValueError(f"model.neutreno_warmup ({called}) raises NeuTRENO's λ from 0, and this "
                          f"method has no NeuTRENO (neutreno_lambda is 0); {_TAKES}")
-    layers = fields.get("attention_layers")
-    if layers is not None:
-        if not parts:
-            raise ValueError(f"model.attention_layers ({called}) selects the GFSA or NeuTRENO "
-                             f"layers, and this method patches none; {_TAKES}")
-        options["layers"] = sorted(layers)
-    if fields.get("fusion") is not None:
-        parts.append("fusion")
-        options["fusion"] = fields["fusion"]
-    if not parts:
-        return None, {}
-    patch_method = "+".join(parts)
-    parse_patch_spec(patch_method, options)  # a bad K, learn or layer list fails here
-    return patch_method, options
+    if fields.get("attention_layers") is not None and not (attention == "gfsa" or neutreno):
+        raise ValueError(f"model.attention_layers ({called}) selects the GFSA or NeuTRENO "
+                         f"layers, and this method patches none; {_TAKES}")
+    spec = MethodSpec.from_config(fields)  # a bad K, learn or layer list fails here
+    if not (spec.changes_attention or spec.uses_fusion):
+        return None
+    spec.check_patchable()
+    return spec
+
+
+def _saved_options(spec: MethodSpec) -> dict[str, Any]:
+    """The options of :attr:`PretrainedModelConfig.patch_options` for ``spec``: those the
+    fields gave and λ, as checkpoints of earlier versions hold them (a resumed run compares)."""
+    options: dict[str, Any] = dict(spec.to_config()["attention_options"])
+    if spec.uses_neutreno:
+        options["neutreno_lambda"] = spec.neutreno_lambda
+        if spec.neutreno_learnable:
+            options["neutreno_learnable"] = True
+        if spec.neutreno_warmup:
+            options["neutreno_warmup"] = spec.neutreno_warmup
+    if spec.layers is not None:
+        options["layers"] = list(spec.layers)
+    if spec.uses_fusion:
+        options["fusion"] = spec.fusion
+    return options
 
 
 @dataclass
@@ -189,8 +180,10 @@ class PretrainedModelConfig:
     Attributes:
         pretrained: the source as configured (:func:`check_pretrained_source`).
         backend: ``transformers`` or ``timm``.
-        patch: the :func:`filterformer.patch` method, or None for the unpatched model.
-        patch_options: the patch's options (:data:`~filterformer.patching.PATCH_OPTIONS`).
+        patch: the patch's method name (:attr:`~filterformer.method_spec.MethodSpec.name`), or
+            None for the unpatched model.
+        patch_options: the patch's options (:func:`~filterformer.method_spec.preset_options`);
+            with ``patch``, the saved spelling of :attr:`spec`.
         head: what sits on the backbone: ``classification`` (pooling, then a linear layer).
         num_classes: the head's classes.
         image_size: ``(H, W)`` of an image task's images (timm), else None.
@@ -211,12 +204,16 @@ class PretrainedModelConfig:
             raise ValueError(f"backend must be one of {BACKENDS}; got {self.backend!r}")
         if self.head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}; got {self.head!r}")
-        if self.patch is not None:
-            parse_patch_spec(self.patch, self.patch_options)
+        self._spec = None if self.patch is None else parse_patch(self.patch, **self.patch_options)
         if self.image_size is not None:
             self.image_size = tuple(self.image_size)
         if self.backend == "timm" and (self.image_size is None or self.patch_size is None):
             raise ValueError("a timm backbone needs image_size and patch_size")
+
+    @property
+    def spec(self) -> MethodSpec | None:
+        """The patch's method, parsed once when the config is made; None: no patch."""
+        return self._spec
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (checkpoints). Its ``pretrained`` key tells it from a TransformerConfig's
@@ -249,12 +246,13 @@ def resolve_pretrained(
         MissingSourceError: when transformers, timm or the MiniLM package is missing.
     """
     check_pretrained_source(source)
-    patch_method, options = patch_request(model_fields, method)
+    spec = pretrained_method(model_fields, method)
     if task.kind != "classification":
         raise ValueError(f"pretrained models are fine-tuned on classification tasks; task "
                          f"{task.name!r} is {task.kind}")
     timm = source.startswith(TIMM_PREFIX)
-    common = {"pretrained": source, "patch": patch_method, "patch_options": options,
+    common = {"pretrained": source, "patch": None if spec is None else spec.name,
+              "patch_options": {} if spec is None else _saved_options(spec),
               "num_classes": task.num_classes}
     if timm:
         if not {"image_size", "patch_size"} <= set(task.metadata):
@@ -268,8 +266,8 @@ def resolve_pretrained(
         config = PretrainedModelConfig(backend="transformers", **common)
     with torch.device("meta"):
         backbone = _timm_backbone(config) if timm else _transformers_backbone(config, weights=False)
-    if patch_method is not None:
-        patch_for_inspection(backbone, patch_method, **options)
+    if spec is not None:
+        patch_for_inspection(backbone, spec)
     return config
 
 
@@ -333,6 +331,6 @@ def build_pretrained(config: PretrainedModelConfig, pooling: str = "mean") -> Pr
         backbone = _transformers_backbone(config)
         model = TransformersClassifier(backbone, backbone.config.hidden_size, config.num_classes,
                                        pooling)
-    if config.patch is not None:
-        patch(model.backbone, config.patch, **config.patch_options)
+    if config.spec is not None:
+        patch(model.backbone, config.spec)
     return model

@@ -19,7 +19,7 @@ from ..models import TransformerConfig
 from ..nn import POOLINGS
 from .coefficient_lr import normalize_coefficient_lr
 from .config_values import check_fields, check_value, dataclass_from_dict, field_hints
-from .pretrained import check_pretrained_source, patch_request, pretrained_task_options
+from .pretrained import check_pretrained_source, pretrained_method, pretrained_task_options
 
 __all__ = [
     "DECAYS",
@@ -250,7 +250,7 @@ class TrainConfig:
         else:
             # What a patch cannot do (AGF, SAMSA, architecture fields) fails at load time.
             check_pretrained_source(self.pretrained)
-            patch_request(self.model, self.method)
+            pretrained_method(self.model, self.method)
             self.task_options = pretrained_task_options(self.task, self.task_options,
                                                         self.pretrained)
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...methods import DEFAULT_METHODS
-from ..pretrained import patch_request
+from ..pretrained import pretrained_method
 
 __all__ = ["drop_default_architecture", "patchable_default_methods"]
 
@@ -45,7 +45,7 @@ def patchable_default_methods(pretrained: str, model: Mapping[str, Any]) -> Sequ
     kept, left_out = [], []
     for method in DEFAULT_METHODS:
         try:
-            patch_request(model, method)
+            pretrained_method(model, method)
         except ValueError:
             left_out.append(method)
         else:
