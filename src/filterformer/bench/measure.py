@@ -1,0 +1,191 @@
+"""Cases measured side by side in this process: each one's first full-size step (its time and
+extra memory), then their steps alternated in rounds (:func:`~filterformer.timing.
+paired_step_times`, blocks timed by ``torch.utils.benchmark``). A table row is one case alone.
+
+Memory: on the CPU the rise of the peak resident set over the resident set before the first step
+(:mod:`filterformer.process_memory`); on CUDA the peak allocated over what was allocated before.
+A step of the same method at N=64 runs first, so one-time start-up costs (thread pools, kernel
+selection, BLAS buffers) stay out of the measured steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..process_memory import peak_rise_mib, start_peak_window
+from ..timing import paired_step_times, steps_per_round, time_step
+from ..training.precision import autocast
+from .decoding import DECODE_METHODS
+from .gpu_rows import GPU_METHODS
+from .method_table import BENCH_METHODS, BenchMethod, PeerUnavailable
+from .records import BenchRecord
+from .step_cases import COMPILED, BenchCase, BenchShape
+from .targets import Case, PairMeasurement
+
+__all__ = ["CASE_METHODS", "Rounds", "case_method", "make_record", "measure_cases"]
+
+#: Every case a run can build: the method table's, the decoding rows', the GPU targets' rows.
+CASE_METHODS: dict[str, BenchMethod] = {**BENCH_METHODS, **DECODE_METHODS, **GPU_METHODS}
+PRIME_LENGTH = 64
+#: A round's block of a side's steps lasts at least this long (timer resolution).
+MIN_BLOCK_S = 1e-3
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Rounds for about ``budget_s`` in all, from ``least`` to ``most``; a side whose first
+    step says that ``least`` rounds would take longer than ``limit_s`` is skipped."""
+
+    least: int = 3
+    most: int = 15
+    budget_s: float = 0.5
+    limit_s: float = 600.0
+
+
+def case_method(name: str) -> BenchMethod:
+    """The method of case ``name``; ValueError listing the valid names otherwise."""
+    if name not in CASE_METHODS:
+        raise ValueError(f"unknown benchmark method {name!r}; valid choices: "
+                         f"{', '.join(CASE_METHODS)}")
+    return CASE_METHODS[name]
+
+
+def make_record(case: Case, shape: BenchShape, device: str, **values: Any) -> BenchRecord:
+    """The record of ``case`` at ``shape`` with ``values``: what was measured, or why not."""
+    method = case_method(case.method)
+    return BenchRecord(case.method, case.N, case.mode, device, batch=shape.batch,
+                       heads=shape.heads, dim=shape.head_dim, level=method.level,
+                       width=None if method.level == "kernel" else shape.width,
+                       baseline=method.baseline, notes=method.timed, **values)
+
+
+def _build(case: Case, shape: BenchShape, device: str, precision: str) -> BenchCase:
+    """``case`` built from seed 0 after a priming step at N=64, its forward under autocast."""
+    method, where = case_method(case.method), torch.device(device)
+    for N in (min(case.N, PRIME_LENGTH), case.N):
+        torch.manual_seed(0)
+        built = method.build(shape, N, case.mode, where)
+        forward = built.forward
+        built.forward = lambda forward=forward: _autocast(forward, precision, where)
+        if N < case.N:
+            built.step()
+            del built
+            gc.collect()
+    return built
+
+
+def _autocast(forward: Any, precision: str, device: torch.device) -> Any:
+    with autocast(precision, device):
+        return forward()
+
+
+def _first_step(case: BenchCase, device: str) -> tuple[float, float | None]:
+    """Run one step: ``(its ms, its extra memory in MiB or None where unreadable)``."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        ms = time_step(case.step)
+        return ms, (torch.cuda.max_memory_allocated() - before) / 2**20
+    before = start_peak_window()
+    ms = time_step(case.step)
+    return ms, None if before is None else peak_rise_mib(before)
+
+
+def _difference(cases: list[BenchCase]) -> float:
+    """The largest absolute difference of the cases' outputs, each forward from seed 0."""
+    outputs = []
+    for case in cases:
+        torch.manual_seed(0)
+        outputs.append([t.detach().float() for t in case.forward()])
+        case.reset()
+    return max(float((a - b).abs().max()) for a, b in zip(*outputs, strict=True))
+
+
+@contextlib.contextmanager
+def _random_draws_as_eager(cases: list[Case]) -> Iterator[None]:
+    """Compiled code draws random numbers as eager code does (SAMSA's samples), so outputs
+    compare."""
+    if not any(case.mode == COMPILED for case in cases):
+        yield
+        return
+    from torch._inductor import config  # loaded only where something compiles
+
+    with config.patch(fallback_random=True):
+        yield
+
+
+def _prepared(case: Case, shape: BenchShape, device: str, precision: str,
+              rounds: Rounds) -> BenchCase | BenchRecord:
+    """``case`` built, or the record saying why it is not measured."""
+    longest = case_method(case.method).longest.get(case.mode)
+    if longest is not None and longest < case.N:
+        return make_record(case, shape, device,
+                           skipped=f"not run past N={longest} (explicit N×N matrices)")
+    try:
+        return _build(case, shape, device, precision)
+    except (PeerUnavailable, ImportError) as err:
+        return make_record(case, shape, device, skipped=str(err))
+    except Exception as err:
+        return make_record(case, shape, device, skipped=f"{type(err).__name__}: {err}",
+                           failed=True)
+
+
+def measure_cases(cases: list[Case], shape: BenchShape, device: str = "cpu", *,
+                  precision: str = "fp32", rounds: Rounds = Rounds(),
+                  difference: bool = False) -> PairMeasurement:
+    """Build every case, take its first step, then alternate their steps in rounds; with
+    ``difference``, first compare two cases' outputs. A case that cannot be built, raises or is
+    too slow gives a record saying why, and then no case is timed."""
+    with _random_draws_as_eager(cases):
+        built = [_prepared(case, shape, device, precision, rounds) for case in cases]
+        ready = [b for b in built if isinstance(b, BenchCase)]
+        result = PairMeasurement(records=[])
+        try:
+            if difference and len(ready) == len(cases) == 2:
+                result.difference = _difference(ready)
+            first = [_first_step(b, device) if isinstance(b, BenchCase) else (None, None)
+                     for b in built]
+            slow = [c for c, (ms, _) in zip(cases, first, strict=True)
+                    if ms is not None and ms / 1e3 * (1 + 3 * rounds.least) > rounds.limit_s]
+            timed = None
+            if len(ready) == len(cases) and not slow:
+                # The faster of two steps: a first step may meet one-time costs or a burst of load.
+                step_s = [min(ms, time_step(b.step)) / 1e3 for (ms, _), b in zip(first, ready,
+                                                                                strict=True)]
+                repeats = [max(n, math.ceil(MIN_BLOCK_S / s)) for n, s in
+                           zip(steps_per_round(*step_s), step_s, strict=True)]
+                round_s = sum((n + 2) * s for n, s in zip(repeats, step_s, strict=True))
+                count = max(rounds.least, min(rounds.most, int(rounds.budget_s / round_s)))
+                timed = paired_step_times([b.step for b in ready], rounds=count,
+                                          warmup_steps=0, repeats=repeats)
+        except Exception as err:
+            failed = f"{type(err).__name__}: {err}"
+            result.records = [b if isinstance(b, BenchRecord) else
+                              make_record(c, shape, device, skipped=failed, failed=True)
+                              for c, b in zip(cases, built, strict=True)]
+            return result
+    for index, (case, item) in enumerate(zip(cases, built, strict=True)):
+        if isinstance(item, BenchRecord):
+            result.records.append(item)
+        elif timed is None:
+            why = (f"one step took {first[index][0] / 1e3:.1f} s; {1 + 3 * rounds.least} steps "
+                   f"exceed the limit of {rounds.limit_s:g} s") if case in slow else (
+                "not timed: the case beside it was not measured")
+            result.records.append(make_record(case, shape, device, skipped=why,
+                                              first_ms=first[index][0]))
+        else:
+            rounds_ms = [s * 1e3 for s in timed.round_step_s[index]]
+            result.records.append(make_record(
+                case, shape, device, median_ms=timed.median_s[index] * 1e3,
+                first_ms=first[index][0], peak_mb=first[index][1], times_ms=rounds_ms))
+    result.times = timed
+    return result
