@@ -52,3 +52,19 @@ def test_auto_device_is_cuda_only_when_available(monkeypatch):
         resolve_device("cuda")
     with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda"):
         resolve_device("tpu")
+
+
+def test_a_cpu_run_keeps_freed_memory_so_a_large_tensor_does_not_fault_anew():
+    import resource
+
+    import torch
+
+    from filterformer.bench.run import keep_freed_memory
+
+    if keep_freed_memory() == "system":
+        pytest.skip("the C library is not glibc")
+    pages = 64 * 2**20 // resource.getpagesize()
+    torch.empty(64 * 2**20 // 4).fill_(1.0)  # freed at once, kept for reuse
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    torch.empty(64 * 2**20 // 4).fill_(1.0)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < pages // 4

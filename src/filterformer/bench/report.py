@@ -90,6 +90,9 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
                      f"N, d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
                      f"D={first.heads * first.dim}). Modules include their projections.")
     lines.append(_METHOD)
+    if m.get("heap"):
+        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory is kept for the next "
+                     "allocation, as a caching allocator does).")
     if failed:
         lines.append(f"- **Failed: {len(failed)} of {len(records + sides)} configurations** "
                      "(their errors under Failed below).")
