@@ -68,3 +68,26 @@ def test_a_cpu_run_keeps_freed_memory_so_a_large_tensor_does_not_fault_anew():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     torch.empty(64 * 2**20 // 4).fill_(1.0)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < pages // 4
+
+
+def test_targets_reading_the_same_cases_share_one_measurement_in_either_order(monkeypatch):
+    from filterformer.bench import Case, Target, run
+    from filterformer.bench.measure import measure_cases
+
+    a, b = Case("sdpa", 16, "inference"), Case("efficient", 16, "inference")
+    calls = []
+
+    def counted(cases, *args, **kwargs):
+        calls.append((cases, kwargs["difference"]))
+        return measure_cases(cases, *args, **kwargs)
+
+    monkeypatch.setattr(run, "measure_cases", counted)
+    monkeypatch.setattr(run, "TARGETS", (Target("a/b", a, b, 1.0, "<="),
+                                         Target("b/a", b, a, 1.0, "<="),
+                                         Target("diff", b, a, 1.0, "<=", quantity="difference")))
+    monkeypatch.setattr(run, "GPU_TARGETS", ())
+    forward, backward, diff = run.run_targets(_settings(methods=(), target_s=0.01))
+    assert calls == [([a, b], True)]
+    assert forward.value == pytest.approx(1 / backward.value)  # five rounds: an odd median
+    assert [s.method for s in backward.sides] == ["efficient", "sdpa"]
+    assert diff.value > 0 and forward.passed is (forward.value <= 1.0)

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..timing import PairedStepTimes
 from .gpu_rows import GPU_TARGETS
 from .measure import Rounds, measure_cases
 from .method_table import get_method, method_names
@@ -132,42 +133,59 @@ def _quick(target: Target) -> Target:
     return replace(target, numerator=quick[0], denominator=quick[1], shape=BenchShape.quick())
 
 
+def _not_run(target: Target, settings: BenchSettings, device: str) -> str | None:
+    """Why ``settings`` does not measure ``target`` here, or None."""
+    if target.device not in (None, device) and not settings.quick:
+        return f"not measured here ({device.upper()})"
+    if settings.targets != ("gpu" if target.device else "cpu"):
+        return {"none": "not run (--no-targets)", "gpu": "not run (CPU targets)",
+                "cpu": "not run (GPU targets: --gpu-targets)"}[settings.targets]
+    if COMPILED in (target.numerator.mode, target.denominator.mode) and not settings.compile:
+        return "not run (compiled steps: --compile)"
+    return None
+
+
+def _in_order(pair: PairMeasurement, target: Target) -> PairMeasurement:
+    """``pair`` with its sides in ``target``'s order (numerator first)."""
+    if pair.records[0].method == target.numerator.method and (
+            (pair.records[0].N, pair.records[0].mode) == target.numerator[1:]):
+        return pair
+    times = pair.times and PairedStepTimes(pair.times.steps_per_round[::-1],
+                                           pair.times.round_step_s[::-1])
+    return PairMeasurement(pair.records[::-1], times, pair.difference)
+
+
 def run_targets(settings: BenchSettings, log: Callable[[str], None] | None = None
                 ) -> list[TargetResult]:
-    """Every target, its cases measured side by side where ``settings`` runs it (one
-    measurement for the targets that read the same two cases), else with a note saying why."""
+    """Every target, its two cases measured side by side where ``settings`` runs it (once for
+    all the targets that read the same two cases), else with a note saying why."""
     device = resolve_device(settings.device)
     rounds = Rounds(5, 15, settings.target_s, settings.target_limit_s)
+    runs = {target: _quick(target) if settings.quick else target
+            for target in (*TARGETS, *GPU_TARGETS) if _not_run(target, settings, device) is None}
+
+    def key(run: Target) -> tuple[Any, ...]:
+        return (frozenset((run.numerator, run.denominator)), run.shape, run.precision)
+
+    differences = {key(run) for run in runs.values() if run.quantity == "difference"}
     measured: dict[tuple[Any, ...], PairMeasurement] = {}
     results = []
     for target in (*TARGETS, *GPU_TARGETS):
-        run = _quick(target) if settings.quick else target
-        compiled = COMPILED in (target.numerator.mode, target.denominator.mode)
-        elsewhere = target.device not in (None, device) and not settings.quick
-        note = (f"not measured here ({device.upper()})" if elsewhere else
-                "not run (--no-targets)" if settings.targets == "none" else
-                "not run (GPU targets: --gpu-targets)" if target.device and settings.targets
-                != "gpu" else "not run (CPU targets)" if settings.targets == "gpu"
-                and not target.device else "not run (compiled steps: --compile)"
-                if compiled and not settings.compile else None)
-        if note is not None:
-            results.append(TargetResult(target, None, note=note))
+        if target not in runs:
+            results.append(TargetResult(target, None, note=_not_run(target, settings, device)))
             continue
-        key = (run.numerator, run.denominator, run.shape, run.precision)
-        if key not in measured:
-            measured[key] = measure_cases(
+        run = runs[target]
+        if key(run) not in measured:
+            measured[key(run)] = measure_cases(
                 [run.numerator, run.denominator], run.shape or settings.shape, device,
-                precision=run.precision, rounds=rounds,
-                difference=any(t.quantity == "difference" for t in TARGETS if
-                               {t.numerator, t.denominator} == {target.numerator,
-                                                                target.denominator}))
-        result = replace(judge(run, measured[key]), target=target)
+                precision=run.precision, rounds=rounds, difference=key(run) in differences)
+        result = replace(judge(run, _in_order(measured[key(run)], run)), target=target)
         if settings.quick and result.value is not None:  # tiny sizes say nothing of the bound
             result.note = "tiny sizes (--quick): no verdict"
         results.append(result)
         if log is not None:
-            shown = "—" if results[-1].value is None else f"{results[-1].value:.3g}"
-            log(f"target: {target.name}: {shown} {results[-1].note or ''}")
+            shown = "—" if result.value is None else f"{result.value:.3g}"
+            log(f"target: {target.name}: {shown} {result.note or ''}")
     return results
 
 
