@@ -89,3 +89,23 @@ def test_a_step_too_slow_for_the_limit_is_skipped_saying_so():
     (record,) = measure_cases([Case("sdpa", 16, "train")], QUICK,
                               rounds=Rounds(limit_s=1e-9)).records
     assert not record.measured and "exceed the limit of 1e-09 s" in record.skipped
+
+
+@pytest.mark.parametrize("N", [16, 64, 200])
+def test_a_case_is_built_afresh_after_a_priming_step_at_n_64_at_most(monkeypatch, N):
+    from filterformer.bench.method_table import BenchMethod
+
+    builds = []
+
+    def build(shape, length, mode, device):
+        steps = []
+        builds.append((length, steps))
+        return BenchCase(lambda: steps.append(length) or [], mode="inference")
+
+    method = BenchMethod(name="probe", level="kernel", timed="a probe", build=build)
+    monkeypatch.setitem(measure_module.CASE_METHODS, "probe", method)
+    (record,) = measure_cases([Case("probe", N, "inference")], QUICK,
+                              rounds=Rounds(least=2, most=2)).records
+    assert record.measured
+    (prime, primed_steps), (full, full_steps) = builds
+    assert (prime, full) == (min(N, 64), N) and len(primed_steps) == 1 and len(full_steps) > 2

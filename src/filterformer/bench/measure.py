@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -67,21 +68,22 @@ def make_record(case: Case, shape: BenchShape, device: str, **values: Any) -> Be
 
 
 def _build(case: Case, shape: BenchShape, device: str, precision: str) -> BenchCase:
-    """``case`` built from seed 0 after a priming step at N=64, its forward under autocast."""
+    """``case`` built from seed 0 after a priming step of it at N=64 at most, its forward under
+    autocast to ``precision``."""
     method, where = case_method(case.method), torch.device(device)
-    for N in (min(case.N, PRIME_LENGTH), case.N):
+    for prime in (True, False):
         torch.manual_seed(0)
-        built = method.build(shape, N, case.mode, where)
-        forward = built.forward
-        built.forward = lambda forward=forward: _autocast(forward, precision, where)
-        if N < case.N:
+        built = method.build(shape, min(case.N, PRIME_LENGTH) if prime else case.N, case.mode,
+                             where)
+        built.forward = partial(_autocast, built.forward, precision, where)
+        if prime:  # built, stepped once, dropped
             built.step()
             del built
             gc.collect()
     return built
 
 
-def _autocast(forward: Any, precision: str, device: torch.device) -> Any:
+def _autocast(forward: Callable[[], Any], precision: str, device: torch.device) -> Any:
     with autocast(precision, device):
         return forward()
 
