@@ -125,8 +125,8 @@ def _random_draws_as_eager(cases: list[Case]) -> Iterator[None]:
         yield
 
 
-def _prepared(case: Case, shape: BenchShape, device: str, precision: str,
-              rounds: Rounds) -> BenchCase | BenchRecord:
+def _prepared(case: Case, shape: BenchShape, device: str,
+              precision: str) -> BenchCase | BenchRecord:
     """``case`` built, or the record saying why it is not measured."""
     longest = case_method(case.method).longest.get(case.mode)
     if longest is not None and longest < case.N:
@@ -141,53 +141,49 @@ def _prepared(case: Case, shape: BenchShape, device: str, precision: str,
                            failed=True)
 
 
+def _alternated(cases: list[BenchCase], first_ms: list[float], rounds: Rounds) -> Any:
+    """The cases' steps alternated in rounds, each side's block at least :data:`MIN_BLOCK_S`."""
+    # The faster of two steps: a first step may meet one-time costs or a burst of load.
+    step_s = [min(ms, time_step(case.step)) / 1e3 for ms, case in zip(first_ms, cases,
+                                                                       strict=True)]
+    repeats = [max(n, math.ceil(MIN_BLOCK_S / s))
+               for n, s in zip(steps_per_round(*step_s), step_s, strict=True)]
+    round_s = sum((n + 2) * s for n, s in zip(repeats, step_s, strict=True))  # + timeit's 2
+    count = max(rounds.least, min(rounds.most, int(rounds.budget_s / round_s)))
+    return paired_step_times([case.step for case in cases], rounds=count, warmup_steps=0,
+                             repeats=repeats)
+
+
 def measure_cases(cases: list[Case], shape: BenchShape, device: str = "cpu", *,
                   precision: str = "fp32", rounds: Rounds = Rounds(),
                   difference: bool = False) -> PairMeasurement:
     """Build every case, take its first step, then alternate their steps in rounds; with
     ``difference``, first compare two cases' outputs. A case that cannot be built, raises or is
     too slow gives a record saying why, and then no case is timed."""
+    beside = "not timed: the case beside it was not measured"
     with _random_draws_as_eager(cases):
-        built = [_prepared(case, shape, device, precision, rounds) for case in cases]
-        ready = [b for b in built if isinstance(b, BenchCase)]
-        result = PairMeasurement(records=[])
+        built = [_prepared(case, shape, device, precision) for case in cases]
+        if not all(isinstance(b, BenchCase) for b in built):
+            return PairMeasurement([b if isinstance(b, BenchRecord) else
+                                    make_record(c, shape, device, skipped=beside)
+                                    for c, b in zip(cases, built, strict=True)])
         try:
-            if difference and len(ready) == len(cases) == 2:
-                result.difference = _difference(ready)
-            first = [_first_step(b, device) if isinstance(b, BenchCase) else (None, None)
-                     for b in built]
-            slow = [c for c, (ms, _) in zip(cases, first, strict=True)
-                    if ms is not None and ms / 1e3 * (1 + 3 * rounds.least) > rounds.limit_s]
-            timed = None
-            if len(ready) == len(cases) and not slow:
-                # The faster of two steps: a first step may meet one-time costs or a burst of load.
-                step_s = [min(ms, time_step(b.step)) / 1e3 for (ms, _), b in zip(first, ready,
-                                                                                strict=True)]
-                repeats = [max(n, math.ceil(MIN_BLOCK_S / s)) for n, s in
-                           zip(steps_per_round(*step_s), step_s, strict=True)]
-                round_s = sum((n + 2) * s for n, s in zip(repeats, step_s, strict=True))
-                count = max(rounds.least, min(rounds.most, int(rounds.budget_s / round_s)))
-                timed = paired_step_times([b.step for b in ready], rounds=count,
-                                          warmup_steps=0, repeats=repeats)
+            result = PairMeasurement([], difference=_difference(built) if difference else None)
+            first = [_first_step(b, device) for b in built]
+            steps = 1 + 3 * rounds.least
+            if any(ms / 1e3 * steps > rounds.limit_s for ms, _ in first):
+                result.records = [make_record(c, shape, device, first_ms=ms, skipped=(
+                    f"one step took {ms / 1e3:.1f} s; {steps} steps exceed the limit of "
+                    f"{rounds.limit_s:g} s") if ms / 1e3 * steps > rounds.limit_s else beside)
+                    for c, (ms, _) in zip(cases, first, strict=True)]
+                return result
+            result.times = _alternated(built, [ms for ms, _ in first], rounds)
         except Exception as err:
-            failed = f"{type(err).__name__}: {err}"
-            result.records = [b if isinstance(b, BenchRecord) else
-                              make_record(c, shape, device, skipped=failed, failed=True)
-                              for c, b in zip(cases, built, strict=True)]
-            return result
-    for index, (case, item) in enumerate(zip(cases, built, strict=True)):
-        if isinstance(item, BenchRecord):
-            result.records.append(item)
-        elif timed is None:
-            why = (f"one step took {first[index][0] / 1e3:.1f} s; {1 + 3 * rounds.least} steps "
-                   f"exceed the limit of {rounds.limit_s:g} s") if case in slow else (
-                "not timed: the case beside it was not measured")
-            result.records.append(make_record(case, shape, device, skipped=why,
-                                              first_ms=first[index][0]))
-        else:
-            rounds_ms = [s * 1e3 for s in timed.round_step_s[index]]
-            result.records.append(make_record(
-                case, shape, device, median_ms=timed.median_s[index] * 1e3,
-                first_ms=first[index][0], peak_mb=first[index][1], times_ms=rounds_ms))
-    result.times = timed
+            return PairMeasurement([make_record(c, shape, device, failed=True,
+                                                skipped=f"{type(err).__name__}: {err}")
+                                    for c in cases])
+    result.records = [make_record(
+        c, shape, device, median_ms=median_s * 1e3, first_ms=ms, peak_mb=mib,
+        times_ms=[s * 1e3 for s in round_s]) for c, (ms, mib), median_s, round_s in zip(
+            cases, first, result.times.median_s, result.times.round_step_s, strict=True)]
     return result
