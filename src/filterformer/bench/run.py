@@ -20,7 +20,7 @@ import torch
 
 from ..timing import PairedStepTimes
 from .gpu_rows import GPU_TARGETS
-from .measure import Rounds, measure_cases
+from .measure import Rounds, make_record, measure_cases
 from .method_table import get_method, method_names
 from .records import BenchRecord, save_bench
 from .report import markdown_report
@@ -114,12 +114,9 @@ def run_table(settings: BenchSettings, log: Callable[[str], None] | None = None
         unmeasured = None
         for N in sorted(set(settings.lengths)):
             case = Case(name, N, mode)
-            if unmeasured is None:
-                (record,) = measure_cases([case], settings.shape, device, rounds=rounds).records
-            else:
-                record = replace(record, N=N, median_ms=None, first_ms=None, peak_mb=None,
-                                 times_ms=[], failed=False,
-                                 skipped=f"not run: N={unmeasured} was not measured")
+            (record,) = measure_cases([case], settings.shape, device, rounds=rounds).records if (
+                unmeasured is None) else [make_record(case, settings.shape, device, skipped=(
+                    f"not run: N={unmeasured} was not measured"))]
             unmeasured = unmeasured or (None if record.measured else N)
             records.append(record)
             if log is not None:
