@@ -5,7 +5,7 @@
 
 Prints the operators sorted by their own CPU (or CUDA) time; ``--trace out.json`` also writes a
 Chrome trace. The CPU heap keeps freed memory for reuse, as the benchmark's timed steps do (see
-``filterformer.bench.measurement``).
+``filterformer.bench.run``).
 """
 
 from __future__ import annotations
@@ -15,16 +15,15 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from filterformer.bench import MODES, BenchShape, build_case, method_names
-from filterformer.bench.measurement import reuse_freed_memory
-from filterformer.bench.sweep import resolve_device
+from filterformer.bench import ALL_MODES, BenchShape, build_case, method_names
+from filterformer.bench.run import keep_freed_memory, resolve_device
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("method", help=f"one of: {', '.join(method_names())}")
     parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--mode", choices=MODES, default="train")
+    parser.add_argument("--mode", choices=ALL_MODES, default="train")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--steps", type=int, default=2, help="profiled steps after one warm-up")
     parser.add_argument("--rows", type=int, default=20)
@@ -36,7 +35,7 @@ def main() -> None:
     case = build_case(args.method, BenchShape(), args.length, args.mode, device)
     case.step()
     if device == "cpu":
-        reuse_freed_memory()
+        keep_freed_memory()
         case.step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:

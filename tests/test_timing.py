@@ -1,19 +1,9 @@
 import statistics
-from collections import Counter
-from itertools import pairwise
 
 import pytest
 import torch
 
-from filterformer.timing import (
-    MAX_STEPS_PER_ROUND,
-    alternate_rounds,
-    paired_step_times,
-    round_means,
-    round_orders,
-    steps_per_round,
-    time_step,
-)
+from filterformer.timing import MAX_STEPS_PER_ROUND, paired_step_times, steps_per_round, time_step
 
 
 def test_time_step_reads_the_clock_around_the_step():
@@ -41,71 +31,6 @@ def test_every_side_runs_about_as_long_as_the_longest_per_round():
     assert steps_per_round(*step_ms) == expected
     assert expected[step_ms.index(longest)] == 1
     assert steps_per_round(longest) == (1,)
-
-
-@pytest.mark.parametrize("sides", range(1, 9))
-def test_round_orders_balance_which_side_goes_before_which(sides):
-    cycle = sides if sides % 2 == 0 else 2 * sides
-    orders = round_orders(sides, 3 * cycle)
-    assert all(sorted(order) == list(range(sides)) for order in orders)
-    assert orders[cycle:] == 2 * orders[:cycle]
-    # Within one cycle every side goes just before every other equally often (a Williams design).
-    before = Counter(pair for order in orders[:cycle] for pair in pairwise(order))
-    assert set(before) == {(a, b) for a in range(sides) for b in range(sides) if a != b}
-    assert len(set(before.values())) <= 1
-    # And every side goes first equally often.
-    assert len(set(Counter(order[0] for order in orders[:cycle]).values())) == 1
-    if sides % 2:
-        assert all(orders[i + 1] == orders[i][::-1] for i in range(0, cycle, 2))
-
-
-def test_two_sides_alternate_and_a_short_run_varies_each_sides_predecessor():
-    assert round_orders(2, 5) == [(0, 1), (1, 0), (0, 1), (1, 0), (0, 1)]
-    assert round_orders(3, 2) == [(0, 1, 2), (2, 1, 0)]
-    orders = round_orders(7, 6)  # the built-in comparison's 7 methods, 6 rounds
-    for side in range(7):
-        predecessors = {order[order.index(side) - 1] if order.index(side) else None
-                        for order in orders}
-        assert len(predecessors) > 1
-    with pytest.raises(ValueError, match="sides must be >= 1"):
-        round_orders(0, 3)
-
-
-def test_alternate_rounds_runs_each_side_its_steps_once_a_round_in_the_given_orders():
-    sides = int(torch.randint(2, 6, ()))
-    repeats = torch.randint(1, 4, (sides,)).tolist()
-    orders = round_orders(sides, int(torch.randint(2, 7, ())))
-    ran, prepared = [], []
-    durations = torch.empty(sum(repeats) * len(orders)).uniform_(1.0, 9.0).tolist()
-    clock = iter(durations)
-
-    def timer(step):
-        step()
-        return next(clock)
-
-    steps = [lambda side=side: ran.append(side) for side in range(sides)]
-    times = alternate_rounds(steps, repeats, orders, timer,
-                             prepare=lambda side, index: prepared.append((side, index)))
-    expected = [side for order in orders for side in order for _ in range(repeats[side])]
-    assert ran == expected
-    assert prepared == [(side, index) for index, order in enumerate(orders) for side in order
-                        for _ in range(repeats[side])]
-    assert times == [[d for d, s in zip(durations, expected, strict=True) if s == side]
-                     for side in range(sides)]
-    with pytest.raises(ValueError, match="repeats must give one count per step"):
-        alternate_rounds(steps, repeats[1:], orders, timer)
-
-
-def test_round_means_average_each_sides_steps_within_each_round():
-    rounds = int(torch.randint(2, 6, ()))
-    steps = torch.randint(1, 4, (3,)).tolist()
-    sides = [torch.empty(rounds, count, dtype=torch.float64).uniform_(1.0, 50.0)
-             for count in steps]
-    means = round_means([side.flatten().tolist() for side in sides], steps)
-    assert means == [pytest.approx(side.mean(1).tolist(), rel=1e-12) for side in sides]
-    with pytest.raises(ValueError, match="times must hold whole rounds of"):
-        round_means([side.flatten().tolist() for side in sides[:-1]]
-                    + [sides[-1].flatten().tolist()[1:]], steps)
 
 
 class FakeSteps:
@@ -141,7 +66,7 @@ def test_medians_are_taken_over_the_rounds_means_by_hand():
     assert measured.median_s == pytest.approx([0.020, 0.005])
 
 
-def test_every_round_runs_each_method_once_in_alternating_orders_on_the_rounds_batch():
+def test_every_round_runs_each_method_once_in_plain_alternation_on_the_rounds_batch():
     sides = int(torch.randint(2, 6, ()))
     rounds = int(torch.randint(2, 7, ()))
     warmup = int(torch.randint(1, 3, ()))
@@ -156,13 +81,11 @@ def test_every_round_runs_each_method_once_in_alternating_orders_on_the_rounds_b
                                  timer=fake.timer, prepare=fake.prepare)
     assert measured.steps_per_round == repeats
     # Warm-up rounds run one step each, then each timed round runs every method once, as one
-    # block of its steps, on that round's batch; consecutive rounds change the order.
-    warm_orders, orders = round_orders(sides, warmup), round_orders(sides, rounds)
-    expected = [(side, index) for index, order in enumerate(warm_orders) for side in order]
-    expected += [(side, index) for index, order in enumerate(orders) for side in order
+    # block of its steps, on that round's batch, in plain alternation: 0, 1, …, 0, 1, …
+    expected = [(side, index) for index in range(warmup) for side in range(sides)]
+    expected += [(side, index) for index in range(rounds) for side in range(sides)
                  for _ in range(repeats[side])]
     assert fake.ran == expected
-    assert all(orders[i] != orders[i + 1] for i in range(rounds - 1))
     reference = [statistics.median(t.mean(1).tolist()) / 1e3 for t in timed]
     assert measured.median_s == pytest.approx(reference, rel=1e-12)
     with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
@@ -184,3 +107,16 @@ def test_given_repeats_replace_the_warm_up_estimate():
     measured = paired_step_times(fake.steps(), rounds=2, timer=fake.timer, repeats=(1, 3))
     assert measured.steps_per_round == [1, 3]
     assert measured.round_step_s == [pytest.approx([0.010, 0.012]), pytest.approx([0.005, 0.006])]
+
+
+def test_without_a_timer_blocks_are_timed_by_torch_benchmark_in_plain_alternation():
+    ran = []
+    repeats = torch.randint(1, 4, (2,)).tolist()
+    steps = [lambda side=side: ran.append(side) for side in range(2)]
+    measured = paired_step_times(steps, rounds=3, warmup_steps=0, repeats=repeats)
+    # torch.utils.benchmark's timeit warms each block with two untimed steps.
+    block = [side for side in range(2) for _ in range(2 + repeats[side])]
+    assert ran == block * 3 and measured.steps_per_round == repeats
+    assert all(len(side) == 3 and min(side) > 0 for side in measured.round_step_s)
+    with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
+        paired_step_times(steps, rounds=3, warmup_steps=0)

@@ -1,10 +1,9 @@
-"""This process's memory as Linux reports it: resident set, its peak, and freed heap pages.
+"""This process's memory as Linux reports it: the one way CPU memory is measured here.
 
-Shared by training's per-run peak memory and the benchmarks' per-step figure. A CPU has no
-allocator statistics, so both measure the rise of the kernel's peak resident set (``VmHWM``,
-reset by writing ``5`` to ``/proc/self/clear_refs``) over the resident set (``VmRSS``) after
-freed heap pages were handed back (glibc ``malloc_trim``). Without ``/proc`` the readings are
-empty and the reset reports failure.
+Training's per-run peak memory and the benchmark's per-step figure both take the rise of the
+kernel's peak resident set (``VmHWM``, reset by writing ``5`` to ``/proc/self/clear_refs``) over
+the resident set (``VmRSS``) once freed heap pages were handed back (glibc ``malloc_trim``).
+Without ``/proc`` the readings are empty and nothing is measured.
 """
 
 from __future__ import annotations
@@ -15,13 +14,7 @@ import ctypes.util
 import gc
 from pathlib import Path
 
-__all__ = [
-    "peak_rise_mib",
-    "release_free_memory",
-    "reset_peak_rss",
-    "rss_status",
-    "start_peak_window",
-]
+__all__ = ["peak_rise_mib", "rss_status", "start_peak_window"]
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -33,40 +26,21 @@ def rss_status() -> dict[str, float]:
         lines = _STATUS.read_text().splitlines()
     except OSError:
         return {}
-    values = {}
-    for line in lines:
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            values[key] = int(rest.split()[0]) / 1024  # kB -> MiB
-    return values
-
-
-def release_free_memory() -> None:
-    """Collect garbage and return freed heap pages to the system, where the C library allows it
-    (glibc), so the resident set counts only live memory."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError, TypeError):  # not glibc: nothing to trim
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
-
-
-def reset_peak_rss() -> bool:
-    """Reset ``VmHWM`` to the current resident set; False where the kernel does not allow it."""
-    try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
+    fields = (line.partition(":") for line in lines)
+    return {key: int(rest.split()[0]) / 1024 for key, _, rest in fields  # kB -> MiB
+            if key in ("VmRSS", "VmHWM")}
 
 
 def start_peak_window() -> float | None:
-    """Release freed heap pages and reset the peak resident set to the current one.
-
-    Returns:
-        The resident set (MiB) that :func:`peak_rise_mib` measures the peak from, or None where
-        the peak cannot be reset or read.
-    """
-    release_free_memory()
-    if not reset_peak_rss():
+    """Collect garbage, hand freed heap pages back (glibc) and reset the peak resident set to
+    the current one; the resident set (MiB) :func:`peak_rise_mib` measures from, or None where
+    the peak cannot be reset or read."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # not glibc: nothing to trim
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
         return None
     status = rss_status()
     return status.get("VmRSS") if "VmHWM" in status else None

@@ -1,86 +1,60 @@
+"""The GPU targets' cases run their code on the CPU at tiny sizes (bf16 autocast too), and the
+GPU targets are judged in a CUDA run only."""
+
 import random
-from dataclasses import replace
 
-import pytest
+import torch
 
-from filterformer.bench import BenchRecord, evaluate_targets
-from filterformer.bench.extras import EXTRAS, GPU_EXTRAS
-from filterformer.bench.gpu_rows import BERT, DECODE, GPU_GROUPS, _alternate, _module_side
-from filterformer.bench.performance_targets import GPU_TARGETS, TARGETS
-from filterformer.bench.step_cases import BenchShape
+from filterformer.bench import BenchSettings, BenchShape, Case, measure_cases
+from filterformer.bench.gpu_rows import GENERATED_TOKENS, GPU_METHODS, GPU_TARGETS
+from filterformer.bench.measure import Rounds, case_method
+from filterformer.bench.run import run_targets
 
-
-def _gpu_rows():
-    """Every (row, N, mode) a full run of the GPU extras writes, from their data."""
-    rows = {(f"{g.prefix}{m}", N, mode) for g in GPU_GROUPS.values() for m in g.methods
-            for N in g.lengths for mode in g.modes}
-    rows |= {(f"{BERT.prefix}{side[0]}", BERT.N, "train") for side in BERT.sides}
-    rows |= {(f"{DECODE.prefix}{m}", DECODE.prompt, "warm") for m in DECODE.methods}
-    return rows | {(f"{DECODE.prefix}{DECODE.methods[0]}", DECODE.prompt, "first")}
+QUICK = BenchShape.quick()
 
 
-def test_every_gpu_target_reads_rows_a_gpu_run_writes_and_is_bound_to_cuda():
-    rows = _gpu_rows()
-    for target in GPU_TARGETS:
-        assert target.device == "cuda"
-        for measure in (target.numerator, target.denominator):
-            assert (measure.method, measure.N, measure.mode) in rows
-    assert all(target.device is None for target in TARGETS)
-    names = [(t.name, t.numerator.mode) for t in GPU_TARGETS]
-    assert len(set(names)) == len(names)
+def test_a_classifier_case_takes_optimiser_steps_and_generation_generates():
+    N = random.randint(8, 24)
+    case = case_method("bert-gfsa").build(QUICK, N, "train", torch.device("cpu"))
+    before = [p.detach().clone() for p in case.module.parameters()]
+    case.step()
+    assert all(p.grad is not None for p in case.module.parameters())
+    assert any(not torch.equal(a, p) for a, p in zip(before, case.module.parameters(),
+                                                     strict=True))
+    generate = case_method("generate-gfsa").build(QUICK, N, "inference", torch.device("cpu"))
+    (tokens,) = generate.forward()
+    assert tokens.shape == (1, N + GENERATED_TOKENS)
 
 
-def test_gpu_targets_are_judged_on_cuda_only():
-    # Fresh made-up times for every row the GPU targets read: each ratio is computed on CUDA.
-    times = {row: random.uniform(0.5, 5.0) for row in _gpu_rows()}
-    records = [BenchRecord(m, N, mode, "cuda", median_ms=ms) for (m, N, mode), ms in times.items()]
-    on_cuda = evaluate_targets(records, GPU_TARGETS, device="cuda")
-    for result in on_cuda:
-        num, den = result.target.numerator, result.target.denominator
-        expected = times[num.method, num.N, num.mode] / times[den.method, den.N, den.mode]
-        assert result.ratio == pytest.approx(expected) and result.passed is not None
-        assert result.note is None
-    on_cpu = evaluate_targets(records, GPU_TARGETS, device="cpu")
-    assert all(r.ratio is None and r.passed is None and r.note == "not measured here (CPU)"
-               for r in on_cpu)
+def test_the_gpu_targets_cases_measure_side_by_side_under_bf16_on_the_cpu():
+    rounds = Rounds(least=2, most=2)
+    for target in (GPU_TARGETS[0], GPU_TARGETS[-2]):
+        sides = [c._replace(N=16) for c in (target.numerator, target.denominator)]
+        pair = measure_cases(sides, QUICK, precision=target.precision, rounds=rounds)
+        assert all(r.measured and len(r.times_ms) == 2 for r in pair.records)
+    assert {t.precision for t in GPU_TARGETS} == {"bf16"} and "gfsa-module" in GPU_METHODS
 
 
-def test_gpu_kernel_rows_alternate_in_one_group_on_the_cpu():
-    records = EXTRAS["gpu-kernel"].run(True, "cpu")
-    assert [(r.method, r.mode) for r in records] == [("gpu-kernel-sdpa", "train"),
-                                                      ("gpu-kernel-gfsa", "train")]
-    assert all(r.measured and r.median_ms > 0 and len(r.times_ms) == 2 for r in records)
-    assert records[0].round_group == records[1].round_group
-    assert records[1].baseline == "gpu-kernel-sdpa" and "bf16 autocast" in records[1].notes
-    assert set(GPU_EXTRAS) <= set(EXTRAS)
+def test_gpu_targets_are_judged_on_cuda_only(monkeypatch):
+    import torch.cuda
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    settings = BenchSettings(methods=(), device="cpu", targets="gpu")
+    results = run_targets(settings)
+    gpu = [r for r in results if r.target.device == "cuda"]
+    assert [r.target for r in gpu] == list(GPU_TARGETS)
+    assert all(r.value is None and r.passed is None and r.note == "not measured here (CPU)"
+               for r in gpu)
+    assert all(r.note == "not run (CPU targets)" for r in results if r.target.device is None)
 
 
-def test_a_side_that_fails_is_recorded_and_the_others_still_alternate():
-    group = GPU_GROUPS["gpu-kernel-"].quick()
-    N = random.choice((16, 24, 32))
-    good = _module_side(group, "sdpa", N, "inference", "cpu")
-    broken = _module_side(replace(group, shape=BenchShape(head_dim=-1)), "gfsa", N, "inference",
-                          "cpu")
-    records, first = _alternate([broken, good], device="cpu", rounds=2, warmup=1)
-    failed, measured = records
-    assert failed.method == "gpu-kernel-gfsa" and failed.failed and not failed.measured
-    assert failed.skipped.startswith("RuntimeError")
-    assert measured.method == "gpu-kernel-sdpa" and measured.measured and measured.N == N
-    assert first[0] is None and first[1] > 0
+def test_a_quick_run_of_the_gpu_targets_runs_their_code_on_any_device(monkeypatch):
+    from filterformer.bench import run
 
-
-def test_a_run_of_gpu_rows_alone_judges_the_gpu_targets_alone(tmp_path):
-    import json
-
-    from filterformer.bench import BenchSettings, run_and_write
-
-    settings = BenchSettings(methods=(), extras=("gpu-kernel",), quick_extras=True,
-                             device="cpu", shape=BenchShape.quick())
-    report = run_and_write(settings, tmp_path, paired="none", log=lambda line: None)
-    targets = json.loads((tmp_path / "targets.json").read_text())
-    assert [t["target"] for t in targets] == [t.name for t in GPU_TARGETS]
-    assert all(t["note"] == "not measured here (CPU)" for t in targets)
-    assert f"## {EXTRAS['gpu-kernel'].title}" in report and "| gpu-kernel-gfsa | kernel |" in report
-    records = json.loads((tmp_path / "bench.json").read_text())
-    assert {r["method"] for r in records} == {"gpu-kernel-sdpa", "gpu-kernel-gfsa"}
-    assert all(r["gpu"] is None and r["median_ms"] > 0 for r in records)
+    monkeypatch.setattr(run, "GPU_TARGETS", (GPU_TARGETS[-1],))
+    settings = BenchSettings(methods=(), device="cpu", targets="gpu", quick=True, target_s=0.01)
+    *_, result = run_targets(settings)
+    assert result.value > 0 and result.note == "tiny sizes (--quick): no verdict"
+    assert [s.method for s in result.sides] == ["generate-gfsa", "generate-softmax"]
+    assert all(side.N == 16 for side in result.sides)
+    assert Case("generate-gfsa", 1024, "inference") == GPU_TARGETS[-1].numerator

@@ -1,14 +1,15 @@
 import json
+import random
 
-from filterformer.bench import (
-    BenchRecord,
-    evaluate_targets,
-    load_records,
-    markdown_report,
-    save_records,
-)
+import pytest
+
+from filterformer.bench import BenchRecord, Case, Target, load_bench, markdown_report, save_bench
 from filterformer.bench.figures import plot_records
-from filterformer.bench.markdown_report import quantity_table
+from filterformer.bench.report import quantity_table
+from filterformer.bench.run import machine_info
+from filterformer.bench.targets import TargetResult
+
+MACHINE = {"device": "cpu", "cpu": "Test CPU", "cpu_count": 2, "torch_threads": 2}
 
 
 def _records():
@@ -23,6 +24,14 @@ def _records():
     ]
 
 
+def _results():
+    target = Target("gfsa / sdpa", Case("gfsa", 4096, "train"), Case("sdpa", 4096, "train"),
+                    2.1, "<=")
+    value = random.uniform(1.0, 3.0)
+    return [TargetResult(target, value, (value - 0.1, value + 0.1)),
+            TargetResult(target, None, note="not measured here (CPU)")]
+
+
 def test_table_has_a_row_per_method_a_column_per_length_and_baseline_ratios():
     table = quantity_table(_records(), "median_ms", "train").splitlines()
     assert table[0] == "| method | level | baseline | N=256 | N=1024 |"
@@ -32,24 +41,31 @@ def test_table_has_a_row_per_method_a_column_per_length_and_baseline_ratios():
     assert memory[3] == "| gfsa | kernel | sdpa | 10.0 (2.50×) | skip |"
 
 
-def test_report_lists_modes_targets_and_skipped_reasons():
-    records = _records()
-    machine = {"device": "cpu", "cpu": "Test CPU", "cpu_count": 2, "torch_threads": 2}
-    text = markdown_report(records, evaluate_targets(records), machine, "filterformer bench")
+def test_report_names_the_machine_and_lists_modes_targets_and_skipped_reasons():
+    results = _results()
+    text = markdown_report(_records(), results, MACHINE, "filterformer bench")
     assert "Test CPU" in text and "`filterformer bench`" in text
     assert "training (forward + backward)" in text and "inference (forward)" in text
-    assert "## Targets" in text and "not measured" in text
+    verdict = "pass" if results[0].value <= 2.1 else "**miss**"
+    assert f"| gfsa / sdpa | train | {results[0].value:.2f} (" in text
+    assert text.count(f"| <= 2.1 | {verdict} |") == 1
+    assert "| gfsa / sdpa | train | — | <= 2.1 | not measured here (CPU) |" in text
     assert "- gfsa, N=1024, train: over the time budget" in text
     assert "(B=2, h=4, N, d=64)" in text and "D=256" in text
 
 
-def test_records_round_trip_through_json(tmp_path):
-    records = _records()
-    path = save_records(records, tmp_path / "bench.json")
+def test_bench_json_holds_machine_records_and_targets_and_round_trips(tmp_path):
+    machine, records = machine_info("cpu"), _records()
+    rows = [r.to_row() for r in _results()]
+    path = save_bench(tmp_path / "bench.json", machine, records, rows)
     data = json.loads(path.read_text())
-    assert isinstance(data, list) and {"method", "N", "mode", "device", "median_ms",
-                                       "peak_mb"} <= set(data[0])
-    assert load_records(path) == records
+    assert set(data) == {"version", "machine", "records", "targets"}
+    assert data["machine"]["cpu"] == machine["cpu"] and len(data["machine"]["load_average"]) == 3
+    assert load_bench(path) == (machine, records, json.loads(json.dumps(rows)))
+    assert data["targets"][0]["passed"] is (rows[0]["value"] <= 2.1)
+    path.write_text(json.dumps({**data, "version": 1}))
+    with pytest.raises(ValueError, match=r"bench\.json: not a bench\.json of version 2"):
+        load_bench(path)
 
 
 def test_plot_writes_a_png(tmp_path):

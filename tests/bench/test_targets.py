@@ -1,96 +1,74 @@
+"""Targets judged on fixed synthetic measurements: the value each quantity reads, the verdict
+each direction gives, and every target naming cases a run can build."""
+
+import random
+
 import pytest
 import torch
 
-from filterformer.bench import TARGETS, BenchRecord, Target, evaluate_targets
-from filterformer.bench.performance_targets import Measure
+from filterformer.bench import CASE_METHODS, TARGETS, BenchRecord, Case, Target, judge
+from filterformer.bench.gpu_rows import GPU_TARGETS
+from filterformer.bench.step_cases import ALL_MODES
+from filterformer.bench.targets import PairMeasurement
+from filterformer.timing import PairedStepTimes
+
+A, B = Case("a", 8, "train"), Case("b", 8, "inference")
 
 
-def _record(method, N, mode, ms, mb=1.0, skipped=None):
-    return BenchRecord(method, N, mode, "cpu", median_ms=None if skipped else ms,
-                       peak_mb=None if skipped else mb, skipped=skipped)
+def _record(case, ms=1.0, mb=1.0, first=1.0, skipped=None):
+    return BenchRecord(case.method, case.N, case.mode, "cpu", median_ms=None if skipped else ms,
+                       peak_mb=mb, first_ms=first, skipped=skipped)
 
 
-def test_ratio_and_verdict_follow_the_bound():
-    records = [_record("gfsa", 4096, "train", 30.0), _record("sdpa", 4096, "train", 15.0)]
-    target = Target("t", Measure("gfsa", 4096, "train"), Measure("sdpa", 4096, "train"), "<=", 2.1)
-    (result,) = evaluate_targets(records, (target,))
-    assert result.ratio == pytest.approx(2.0) and result.passed is True
-    strict = Target("t", target.numerator, target.denominator, "<=", 1.9)
-    assert evaluate_targets(records, (strict,))[0].passed is False
-    at_least = Target("t", target.numerator, target.denominator, ">=", 2.0)
-    assert evaluate_targets(records, (at_least,))[0].passed is True
+def _rounds(count):
+    return [float(x) for x in torch.empty(count).uniform_(1.0, 10.0)]
 
 
-def test_memory_ratio_reads_peak_memory():
-    records = [_record("a", 8, "train", 1.0, mb=500.0), _record("b", 8, "train", 9.0, mb=20.0)]
-    target = Target("t", Measure("a", 8, "train", "peak_mb"), Measure("b", 8, "train", "peak_mb"),
-                    ">=", 10)
-    assert evaluate_targets(records, (target,))[0].ratio == pytest.approx(25.0)
+def test_a_time_ratio_is_the_median_of_the_rounds_ratios_and_the_direction_decides():
+    a_rounds, b_rounds = _rounds(7), _rounds(7)
+    ratios = sorted(x / y for x, y in zip(a_rounds, b_rounds, strict=True))
+    pair = PairMeasurement([_record(A), _record(B)], PairedStepTimes([1, 1], [a_rounds, b_rounds]))
+    bound = random.uniform(0.5, 2.0)
+    at_most, at_least = (judge(Target("t", A, B, bound, d), pair) for d in ("<=", ">="))
+    assert at_most.value == pytest.approx(ratios[3]) and at_least.value == at_most.value
+    assert at_most.spread == pytest.approx((ratios[1] + (ratios[2] - ratios[1]) / 2,
+                                            ratios[4] + (ratios[5] - ratios[4]) / 2))
+    assert at_most.passed is (ratios[3] <= bound) and at_least.passed is (ratios[3] >= bound)
+    info = judge(Target("t", A, B, bound, "info"), pair)
+    assert info.value == at_most.value and info.passed is None
 
 
-def test_missing_or_skipped_side_is_not_measured():
-    records = [_record("gfsa", 4096, "train", 30.0),
-               _record("sdpa", 4096, "train", 0.0, skipped="over budget")]
-    results = evaluate_targets(records)
-    assert len(results) == len(TARGETS)
-    assert all(r.ratio is None and r.passed is None for r in results)
+def test_memory_first_step_and_difference_read_their_own_quantities():
+    a_mb, b_mb, first, median, diff = (random.uniform(1.0, 100.0) for _ in range(5))
+    pair = PairMeasurement([_record(A, mb=a_mb, first=first), _record(B, ms=median, mb=b_mb)],
+                           PairedStepTimes([1, 1], [_rounds(3), _rounds(3)]), difference=diff)
+    value = {q: judge(Target("t", A, B, 1.0, "<=", quantity=q), pair).value
+             for q in ("memory", "first", "difference")}
+    assert value == pytest.approx({"memory": a_mb / b_mb, "first": first / median,
+                                   "difference": diff})
+    missing = PairMeasurement(pair.records, pair.times)  # no difference was asked for
+    result = judge(Target("t", A, B, 1e-5, "<=", quantity="difference"), missing)
+    assert result.value is None and result.passed is None and "difference" in result.note
 
 
-def test_every_target_names_a_measurable_configuration():
-    from filterformer.bench import BENCH_METHODS
-    from filterformer.bench.compiled_steps import FULL_CONFIGURATIONS
-    from filterformer.bench.decoding_latency import CONTEXTS, DECODING_METHODS, FAMILIES
-    from filterformer.training import TrainConfig
-    from filterformer.training.model_building import load_task_data
-
-    # The rows a full run of the extra benchmarks writes; the loop's N is its task's longest
-    # sequence.
-    loop_N = load_task_data(TrainConfig().task, TrainConfig().task_options).max_len
-    extras = {(f"decode-{f}-{m}", C, "decode") for f in FAMILIES for m in DECODING_METHODS
-              for C in CONTEXTS}
-    extras |= {(f"loop-{side}", loop_N, "train") for side in ("trainer", "bare")}
-    extras |= {(f"step-{m}", N, mode) for m, N in FULL_CONFIGURATIONS
-               for mode in ("eager", "compiled")}
-    for target in TARGETS:
-        for measure in (target.numerator, target.denominator):
-            if measure is not None and measure.method not in BENCH_METHODS:
-                assert (measure.method, measure.N, measure.mode) in extras
+def test_a_side_that_was_not_measured_leaves_the_target_unjudged_saying_why():
+    pair = PairMeasurement([_record(A), _record(B, skipped="too slow")])
+    result = judge(Target("t", A, B, 2.0, ">="), pair)
+    assert result.value is None and result.passed is None
+    assert result.note == "not measured: b: too slow"
 
 
-def test_bad_quantity_and_operator_are_rejected():
-    with pytest.raises(ValueError, match="quantity must be one of median_ms, peak_mb, max_abs"):
-        Measure("sdpa", 8, "train", "flops")
-    with pytest.raises(ValueError, match="op must be one of <=, >=, info"):
-        Target("t", Measure("a", 8, "train"), Measure("b", 8, "train"), "<", 1.0)
+def test_bad_direction_and_quantity_are_rejected_naming_the_choices():
+    with pytest.raises(ValueError, match="direction must be one of <=, >=, info"):
+        Target("t", A, B, 1.0, "<")
+    with pytest.raises(ValueError, match="quantity one of time, memory, difference, first"):
+        Target("t", A, B, 1.0, "<=", quantity="flops")
 
 
-def test_a_target_reads_its_own_modes_only():
-    target = Target("t", Measure("a", 8, "train"), Measure("b", 8, "inference"), ">=", 2)
-    a_ms, b_ms = (float(x) for x in torch.empty(2).uniform_(1.0, 10.0))
-    records = [_record("a", 8, "train", a_ms), _record("b", 8, "inference", b_ms),
-               _record("a", 8, "inference", 1.0), _record("b", 8, "train", 1.0)]
-    (result,) = evaluate_targets(records, (target,))
-    assert (result.ratio, result.mode) == (pytest.approx(a_ms / b_ms), "train")
-    assert result.passed is (a_ms / b_ms >= 2)
-    skipped = [_record("a", 8, "train", 0.0, skipped="too slow"), *records[1:]]
-    (result,) = evaluate_targets(skipped, (target,))
-    assert result.ratio is None and result.passed is None
-
-
-def test_target_configurations_are_the_modes_the_targets_read():
-    from filterformer.bench.performance_targets import target_configurations
-
-    keys = target_configurations()
-    assert {("gfsa", 4096, "train"), ("sdpa", 4096, "train"), ("agf", 2048, "train"),
-            ("gfsa-explicit", 4096, "inference"), ("gfsa", 4096, "inference"),
-            ("gfsa-explicit", 8192, "inference"), ("gfsa", 8192, "inference"),
-            ("samsa-hard-k256", 4096, "inference")} <= keys
-    assert ("sdpa", 4096, "inference") not in keys
-    assert ("gfsa-explicit", 4096, "train") not in keys
-
-
-def test_a_target_without_denominator_bounds_the_value_itself():
-    record = BenchRecord("step-agf", 64, "compiled", "cpu", median_ms=1.0, max_abs_diff=3e-7)
-    target = Target("t", Measure("step-agf", 64, "compiled", "max_abs_diff"), None, "<=", 1e-5)
-    (result,) = evaluate_targets([record], (target,))
-    assert result.ratio == pytest.approx(3e-7) and result.passed is True
+def test_every_target_names_cases_a_run_can_build_and_only_gpu_ones_are_bound_to_cuda():
+    for target in TARGETS + GPU_TARGETS:
+        for case in (target.numerator, target.denominator):
+            assert case.method in CASE_METHODS and case.mode in ALL_MODES
+    assert all(t.device is None for t in TARGETS) and all(t.device == "cuda" for t in GPU_TARGETS)
+    names = [t.name for t in TARGETS + GPU_TARGETS]
+    assert len(set(names)) == len(names)

@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from .method_table import BENCH_METHODS
 from .records import BenchRecord
-from .step_cases import MODES
+from .step_cases import ALL_MODES
 
 __all__ = ["plot_records"]
 
@@ -26,8 +26,8 @@ def plot_records(records: list[BenchRecord], path: str | Path,
                  machine: dict[str, Any] | None = None) -> Path:
     """Save log-log plots to ``path`` (PNG): rows time and memory, a column per mode present;
     kernels solid, modules dashed, models dotted; skipped configurations leave gaps. The title
-    names ``machine``'s GPU, else its CPU (:func:`~.sweep.machine_info`)."""
-    modes = [m for m in MODES if any(r.mode == m for r in records)]
+    names ``machine``'s GPU, else its CPU (:func:`~.run.machine_info`)."""
+    modes = [m for m in ALL_MODES if any(r.mode == m for r in records)]
     if not modes:
         raise ValueError("records must hold at least one configuration to plot")
     names = [n for n in BENCH_METHODS if any(r.method == n for r in records)]

@@ -154,6 +154,12 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     BenchMethod(name="model-samsa", level="model", baseline="model-softmax",
                 build=_preset_model("samsa_hard", num_samples=256),
                 timed="our Transformer with SAMSA (hard, k=256) in every block"),
+    BenchMethod(name="model-samsa-soft", level="model", baseline="model-softmax",
+                build=_preset_model("samsa_soft", num_samples=256),
+                timed="our Transformer with SAMSA (soft, k=256) in every block"),
+    BenchMethod(name="model-fusion", level="model", baseline="model-softmax",
+                build=_preset_model("fusion"),
+                timed="our Transformer with the fusion preset (fusion='concat')"),
 )}
 
 

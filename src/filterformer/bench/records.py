@@ -1,39 +1,34 @@
-"""What one configuration measured, :class:`BenchRecord`; ``bench.json`` is a list of them."""
+"""What a run measured: a :class:`BenchRecord` per configuration, and ``bench.json``, which holds
+the machine they were measured on, the records and the targets' results."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ..jsonsafe import finite_json, reject_unknown_fields
-from ..timing import PairedStepTimes
 
-__all__ = ["BenchRecord", "find_record", "load_records", "round_records", "save_records"]
+__all__ = ["BENCH_VERSION", "BenchRecord", "find_record", "load_bench", "save_bench"]
+
+BENCH_VERSION = 2
 
 
 @dataclass
 class BenchRecord:
-    """One configuration's result: the median time of a step (ms) and its extra memory (MiB,
-    measured as ``memory`` says), or why it was ``skipped`` (``failed`` where it raised, died or
-    overran rather than being left out by design); the sizes (``dim`` is d, ``width`` D for
-    modules and models), every timed block's mean step, the threads and CPU heap while timing,
-    the method's level and baseline, the ``gpu`` it ran on (CUDA) and what one step runs
-    (``notes``). Rows alternated
-    in rounds in one process (:func:`round_records`) share a ``round_group`` and hold their mean
-    steps round by round in ``times_ms``; a compiled step adds its ``compile_s`` and the
-    ``max_abs_diff`` of its outputs from eager's."""
+    """One configuration's result: its first full-size step and the median step (ms), the
+    extra memory of its first step (MiB), or why it was ``skipped`` (``failed`` where it raised
+    rather than being left out by design); the sizes (``dim`` is d, ``width`` D for modules and
+    models), each round's mean step (``times_ms``), the level, baseline and what a step runs."""
 
     method: str
     N: int
     mode: str
     device: str
     median_ms: float | None = None
+    first_ms: float | None = None
     peak_mb: float | None = None
     batch: int | None = None
     heads: int | None = None
@@ -42,49 +37,33 @@ class BenchRecord:
     level: str | None = None
     baseline: str | None = None
     times_ms: list[float] = field(default_factory=list)
-    threads: int | None = None
-    memory: str | None = None
-    allocator: str | None = None
     skipped: str | None = None
-    notes: str = ""
-    round_group: str | None = None
-    compile_s: float | None = None
-    max_abs_diff: float | None = None
     failed: bool = False
-    gpu: str | None = None
+    notes: str = ""
 
     @property
     def measured(self) -> bool:
         return self.skipped is None and self.median_ms is not None
 
 
-def round_records(times: PairedStepTimes, rows: Sequence[dict[str, Any]], *,
-                  per_step: int = 1) -> list[BenchRecord]:
-    """One record per side of ``times``: ``rows[side]`` (``method``, ``N``, ``mode``,
-    ``device``, sizes, …) with its median step and its rounds' mean steps, in ms over
-    ``per_step`` (e.g. the tokens a step decodes), in one ``round_group``."""
-    group = "{method} N={N} {mode}".format(**rows[0])
-    return [BenchRecord(**row, median_ms=median_s * 1e3 / per_step, round_group=group,
-                        times_ms=[s * 1e3 / per_step for s in rounds],
-                        threads=torch.get_num_threads())
-            for row, median_s, rounds in zip(rows, times.median_s, times.round_step_s,
-                                             strict=True)]
+def save_bench(path: str | Path, machine: dict[str, Any], records: list[BenchRecord],
+               targets: list[dict[str, Any]]) -> Path:
+    """Write ``bench.json``: the ``machine``, the ``records`` and the ``targets``' rows."""
+    data = {"version": BENCH_VERSION, "machine": machine,
+            "records": [dataclasses.asdict(r) for r in records], "targets": targets}
+    Path(path).write_text(json.dumps(finite_json(data), indent=1) + "\n")
+    return Path(path)
 
 
-def save_records(records: list[BenchRecord], path: str | Path) -> Path:
-    """Write ``records`` as a JSON list (``bench.json``)."""
-    path = Path(path)
-    rows = [dataclasses.asdict(r) for r in records]
-    path.write_text(json.dumps(finite_json(rows), indent=1) + "\n")
-    return path
-
-
-def load_records(path: str | Path) -> list[BenchRecord]:
-    """Read a ``bench.json`` written by :func:`save_records`."""
-    rows: list[dict[str, Any]] = json.loads(Path(path).read_text())
-    for row in rows:
+def load_bench(path: str | Path) -> tuple[dict[str, Any], list[BenchRecord], list[dict[str, Any]]]:
+    """``(machine, records, targets)`` of a ``bench.json`` written by :func:`save_bench`;
+    ValueError naming the file for another version or an unknown record field."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("version") != BENCH_VERSION:
+        raise ValueError(f"{path}: not a bench.json of version {BENCH_VERSION}")
+    for row in data["records"]:
         reject_unknown_fields(BenchRecord, row)
-    return [BenchRecord(**row) for row in rows]
+    return data["machine"], [BenchRecord(**row) for row in data["records"]], data["targets"]
 
 
 def find_record(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:

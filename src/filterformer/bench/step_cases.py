@@ -3,26 +3,32 @@
 Kernels take q, k, v ``(B, h, N, d)``; attention modules take x ``(B, N, D)`` and a context that
 holds a first layer's values V⁰ (so NeuTRENO's term is active); models take embeddings
 ``(B, N, D)``. A ``train`` step is forward + backward of a fixed random upstream gradient (plus
-any auxiliary loss, e.g. AGF's regulariser); an ``inference`` step is the forward under
-``torch.inference_mode`` in ``eval()``. Inputs have their own seed, so methods compared with each
-other are fed the same tensors whatever their weights consumed.
+any auxiliary loss, e.g. AGF's regulariser); a ``compiled`` step is a ``train`` step whose
+kernel, module or model is compiled as a compiled run compiles it; an ``inference`` step is the
+forward under ``torch.inference_mode`` in ``eval()``. Inputs have their own seed, so methods
+compared with each other are fed the same tensors whatever their weights consumed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..attention import AttentionContext
 
-__all__ = ["MODES", "BenchCase", "BenchShape", "CaseBuilder", "kernel_case", "model_case",
-           "module_case"]
+__all__ = ["ALL_MODES", "COMPILED", "MODES", "BenchCase", "BenchShape", "CaseBuilder",
+           "kernel_case", "model_case", "module_case"]
 
 #: ``train`` times forward + backward, ``inference`` the forward under ``torch.inference_mode``.
 MODES = ("train", "inference")
+#: A training step of the compiled kernel, module or model (:func:`~filterformer.training.
+#: compilation.compile_model`): a mode a run adds on request.
+COMPILED = "compiled"
+ALL_MODES = (*MODES, COMPILED)
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class BenchCase:
     """One method at one size: ``forward()`` returns its main output, then scalar losses;
     ``grad_output`` is the main output's upstream gradient (``train``), ``leaves`` the tensors
     whose gradients :meth:`reset` clears, ``inputs`` what the forward is fed, ``module`` the
-    module or model stepped, if any."""
+    module or model stepped, if any; ``update`` runs after the backward (e.g. an optimiser)."""
 
     forward: Callable[[], Sequence[Tensor]]
     mode: str
@@ -58,6 +64,7 @@ class BenchCase:
     leaves: list[Tensor] = field(default_factory=list)
     inputs: dict[str, Tensor] = field(default_factory=dict)
     module: nn.Module | None = None
+    update: Callable[[], None] | None = None
 
     def step(self) -> None:
         """Gradients cleared, then forward + backward (``train``) or the forward alone."""
@@ -68,6 +75,8 @@ class BenchCase:
         self.reset()
         outputs = list(self.forward())
         torch.autograd.backward(outputs, [self.grad_output] + [None] * (len(outputs) - 1))
+        if self.update is not None:
+            self.update()
 
     def reset(self) -> None:
         for leaf in self.leaves:
@@ -78,12 +87,23 @@ class BenchCase:
 CaseBuilder = Callable[[BenchShape, int, str, torch.device], BenchCase]
 
 
+def _compiled_in(mode: str, call: Any) -> Any:
+    """``call`` (a function or module) compiled in ``compiled`` mode, else itself."""
+    if mode not in ALL_MODES:
+        raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}; got {mode!r}")
+    if mode != COMPILED:
+        return call
+    from ..training.compilation import compile_model  # training's package: loaded on use
+
+    return compile_model(call)
+
+
 def _case(mode: str, device: torch.device, shapes: dict[str, tuple[int, ...]],
           forward: Callable[[dict[str, Tensor]], Sequence[Tensor]], out: tuple[int, ...],
           module: nn.Module | None = None, grad: bool = True) -> BenchCase:
     """Inputs of ``shapes`` (taking gradients in ``train`` where ``grad``), then the upstream
     gradient of an output of shape ``out``, all drawn from the inputs' own seed."""
-    train, generator = mode == "train", torch.Generator().manual_seed(0)
+    train, generator = mode != "inference", torch.Generator().manual_seed(0)
     draw = lambda *shape: torch.randn(shape, generator=generator).to(device)  # noqa: E731
     inputs = {name: draw(*shape).requires_grad_(train and grad) for name, shape in shapes.items()}
     weights = [] if module is None else list(module.parameters())
@@ -100,7 +120,8 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
         qkv = (shape.batch, shape.heads, N, shape.head_dim)
         names = ("q", "k", "v", "w0", "w1", "wK") if coefficients else ("q", "k", "v")
         shapes = {n: qkv if n in "qkv" else (shape.heads,) for n in names}
-        return _case(mode, device, shapes, lambda x: [kernel(*x.values())], qkv)
+        call = _compiled_in(mode, kernel)
+        return _case(mode, device, shapes, lambda x: [call(*x.values())], qkv)
 
     return build
 
@@ -110,11 +131,12 @@ def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     ``(B, h, N, d)`` in its context (from an earlier layer, so it takes gradients in ``train``)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        module = attention(shape).to(device).train(mode == "train")
+        module = attention(shape).to(device).train(mode != "inference")
+        call = _compiled_in(mode, module)
 
         def forward(inputs: dict[str, Tensor]) -> list[Tensor]:
             context = AttentionContext(first_values=inputs["first_values"])  # collects losses
-            out, aux = module(inputs["x"], context=context), context.aux_loss()
+            out, aux = call(inputs["x"], context=context), context.aux_loss()
             return [out] if aux is None else [out, aux]
 
         shapes = {"x": (shape.batch, N, shape.width),
@@ -132,8 +154,10 @@ def model_case(
     ``forward(model, x)`` returns the last hidden states ``(B, N, D)``, then any losses."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        built, x = model(shape, N).to(device).train(mode == "train"), (shape.batch, N, shape.width)
-        return _case(mode, device, {"x": x}, lambda inputs: forward(built, inputs["x"]), x,
+        built, x = model(shape, N).to(device).train(mode != "inference"), (shape.batch, N,
+                                                                            shape.width)
+        call = _compiled_in(mode, built)
+        return _case(mode, device, {"x": x}, lambda inputs: forward(call, inputs["x"]), x,
                      built, grad=False)
 
     return build

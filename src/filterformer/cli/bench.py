@@ -1,11 +1,10 @@
 """Benchmark every attention method: time and extra memory against N, and the targets.
 
-Writes bench.json (one record per method, N and mode), bench.md (tables, targets, what each step
-runs, what was skipped and why), bench.png (log-log plots), targets.json and machine.json to
---output. Each configuration runs in its own process, so its peak-memory figure is its own (on
-CUDA all run in one spawned worker, which resets the peak per configuration); then the extra
-benchmarks (--extras) add their rows, each benchmark in one process. --gpu-targets runs the GPU
-targets' rows alone. Exits 2 when no configuration was measured.
+Writes bench.json (the machine, one record per method, N and mode, and the targets), bench.md
+(tables, targets, what each step runs, what was skipped and why) and bench.png (log-log plots) to
+--output. Each target's two cases are measured side by side in one process, their steps
+alternated in rounds. --gpu-targets measures the GPU targets alone. Exits 2 when nothing was
+measured.
 """
 
 from __future__ import annotations
@@ -14,10 +13,16 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ..bench import BENCH_METHODS, MODES, BenchSettings, BenchShape, method_names, run_and_write
-from ..bench.extras import DEFAULT_EXTRAS, EXTRAS, GPU_EXTRAS, QUICK_EXTRAS
-from ..bench.paired_check import PAIRED_CHOICES
-from ..bench.sweep import (
+from ..bench import (
+    ALL_MODES,
+    BENCH_METHODS,
+    MODES,
+    BenchSettings,
+    BenchShape,
+    method_names,
+    run_and_write,
+)
+from ..bench.run import (
     DEFAULT_LENGTHS,
     DEVICES,
     OUTPUT_FILES,
@@ -29,36 +34,31 @@ from ..bench.sweep import (
 __all__ = ["add_arguments", "run", "settings_from_args"]
 
 #: The options the report's command line repeats where they differ from the defaults.
-_ECHOED = ("quick", "gpu_targets", "methods", "lengths", "modes", "repeats", "device", "paired",
-           "extras", "compile")
+_ECHOED = ("quick", "gpu_targets", "no_targets", "methods", "lengths", "modes", "repeats",
+           "device", "compile")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--methods", nargs="+", metavar="METHOD", help="methods to run (default: all; see --list)")
     add("--lengths", nargs="+", type=int, metavar="N",
-        help=f"sequence lengths (default: {' '.join(map(str, DEFAULT_LENGTHS))} and those the "
-        f"targets read; --quick: {' '.join(map(str, QUICK_LENGTHS))})")
-    add("--modes", nargs="+", choices=MODES, help="default: train inference")
-    add("--repeats", type=int, help="time at least this many steps (default 3; --quick 2)")
+        help=f"sequence lengths (default: {' '.join(map(str, DEFAULT_LENGTHS))}; --quick: "
+        f"{' '.join(map(str, QUICK_LENGTHS))})")
+    add("--modes", nargs="+", choices=ALL_MODES,
+        help="default: train inference (compiled: a training step of the compiled method)")
+    add("--repeats", type=int, help="time at least this many rounds (default 3; --quick 2)")
     add("--device", choices=DEVICES, default="auto", help="default: auto")
     add("--output", type=Path, default=Path("bench-results"),
         help=f"directory for {', '.join(OUTPUT_FILES)} (default: bench-results)")
     add("--quick", action="store_true",
-        help="tiny sizes and lengths (smoke test): B=1, h=2, d=8, depth 1")
-    add("--paired", choices=PAIRED_CHOICES, default="auto",
-        help="re-measure time targets with both sides alternated in one process: those within "
-        "25%% of their bound (auto, default), all, or none; a target's verdict reads its "
-        "paired ratio where one was measured")
-    add("--extras", nargs="+", choices=(*EXTRAS, "none"), metavar="NAME",
-        help=f"extra benchmarks to run after the methods: {', '.join(EXTRAS)}, or none "
-        f"(default: {' '.join(DEFAULT_EXTRAS)}; --quick: {' '.join(QUICK_EXTRAS)})")
+        help="tiny sizes and lengths (smoke test): B=1, h=2, d=8, depth 1; the targets at N/64")
+    add("--no-targets", action="store_true", help="measure the table alone")
     add("--gpu-targets", action="store_true",
-        help="run only the GPU targets' rows (attention modules at D=768 and D=128, GFSA's "
-        "kernel, a BERT-base-sized training step, first and warmed generation; bf16, sides "
-        "alternated) and judge those targets; needs CUDA (with --quick: tiny sizes, any device)")
+        help="measure only the GPU targets (attention modules at D=768 and D=128, GFSA's "
+        "kernel, a BERT-base-sized training step, first and warmed generation; bf16); needs "
+        "CUDA (with --quick: tiny sizes, any device)")
     add("--compile", action="store_true",
-        help="add the compiled-step benchmark (torch.compile against eager training steps), "
+        help="add the compiled-step targets (eager against torch.compile training steps), "
         "which a full run includes and --quick leaves out")
     add("--list", action="store_true", help="list the methods and exit")
 
@@ -69,17 +69,18 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
         raise ValueError("--gpu-targets measures GPU shapes (32,768 tokens a batch, a "
                          "BERT-base-sized model): use it with --device cuda on a GPU, or add "
                          "--quick to run its code at tiny sizes")
-    default = () if args.gpu_targets else QUICK_EXTRAS if args.quick else DEFAULT_EXTRAS
-    extras = (set(args.extras or default) | set(GPU_EXTRAS if args.gpu_targets else ())
-              | ({"compiled"} if args.compile else set()))
+    if args.gpu_targets and args.no_targets:
+        raise ValueError("--gpu-targets and --no-targets exclude each other; choose one")
     return BenchSettings(
         methods=tuple(args.methods or (() if args.gpu_targets else method_names())),
         lengths=tuple(args.lengths or (QUICK_LENGTHS if args.quick else DEFAULT_LENGTHS)),
         modes=tuple(args.modes or MODES), device=args.device,
         shape=BenchShape.quick() if args.quick else BenchShape(),
         repeats=(2 if args.quick else 3) if args.repeats is None else args.repeats,
-        min_run_s=0.02 if args.quick else 0.5, target_lengths=not (args.lengths or args.quick),
-        extras=tuple(name for name in EXTRAS if name in extras), quick_extras=args.quick,
+        min_run_s=0.02 if args.quick else 0.5,
+        targets="gpu" if args.gpu_targets else "none" if args.no_targets else "cpu",
+        compile=args.compile or not args.quick, target_s=0.05 if args.quick else 60.0,
+        quick=args.quick,
     )
 
 
@@ -100,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:<20} {method.level:<7} {method.timed}")
         return 0
     try:
-        report = run_and_write(settings_from_args(args), args.output, paired=args.paired,
-                               command=_command(args))
+        report = run_and_write(settings_from_args(args), args.output, command=_command(args))
     except NothingMeasured as err:  # the report is written and shown; main() exits 2
         print(f"\n{err.report}")
         raise

@@ -1,0 +1,114 @@
+"""``bench.md``: the machine, time and memory tables, the targets, what one step runs, what
+failed and what was skipped; on CUDA every heading names the GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import BenchRecord, find_record
+from .step_cases import ALL_MODES
+from .targets import TargetResult
+
+__all__ = ["markdown_report", "quantity_table", "targets_table"]
+
+_MODE_TITLES = {"train": "training (forward + backward)", "inference": "inference (forward)",
+                "compiled": "compiled training (forward + backward)"}
+_METHOD = (
+    "- Time: the median over rounds of the mean step of a block timed by torch.utils.benchmark "
+    "(training: forward + backward of a fixed upstream gradient; inference: forward under "
+    "inference_mode). A target's two cases are built in one process and their blocks alternate "
+    "in rounds, so load from elsewhere falls on both alike: its time ratio is the median of the "
+    "rounds' ratios, their middle half in parentheses.\n"
+    "- Memory: extra memory of the first full-size step over the inputs and weights already "
+    "held: on the CPU peak RSS growth (VmHWM reset before the step), on CUDA peak allocated "
+    "memory.")
+
+
+def _number(value: float) -> str:
+    if 0 < abs(value) < 0.01:
+        return f"{value:.1e}"
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str) -> str:
+    value = None if record is None else getattr(record, quantity)
+    if record is None or not record.measured or value is None:
+        return "" if record is None else "skip"
+    base = record.baseline and find_record(records, record.baseline, record.N, record.mode)
+    if base and base.measured and (getattr(base, quantity) or 0) > 0:
+        return f"{_number(value)} ({value / getattr(base, quantity):.2f}×)"
+    return _number(value)
+
+
+def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
+    """A markdown table of ``quantity`` (``median_ms`` or ``peak_mb``) in ``mode``: a row per
+    method, a column per N, each cell ``value (× baseline)``."""
+    rows = [r for r in records if r.mode == mode]
+    lengths = sorted({r.N for r in rows})
+    lines = ["| method | level | baseline | " + " | ".join(f"N={N}" for N in lengths) + " |",
+             "|---|---|---|" + "---:|" * len(lengths)]
+    for method in dict.fromkeys(r.method for r in rows):
+        first = next(r for r in rows if r.method == method)
+        cells = [_cell(records, find_record(records, method, N, mode), quantity) for N in lengths]
+        lines.append(f"| {method} | {first.level} | {first.baseline or ''} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) if rows else ""
+
+
+def targets_table(results: list[TargetResult]) -> str:
+    """The targets: their cases' modes, value (and spread), the bound and the verdict."""
+    lines = ["| target | mode | value | required | result |", "|---|---|---:|---|---|"]
+    for result in results:
+        target, spread = result.target, result.spread
+        value = "—" if result.value is None else _number(result.value) + (
+            " ({:.2f}–{:.2f})".format(*spread) if spread else "")
+        verdict = {None: result.note or "not measured", True: "pass", False: "**miss**"}[
+            result.passed]
+        if target.direction == "info":
+            verdict = "information" if result.value is not None else verdict
+        modes = " / ".join(dict.fromkeys((target.numerator.mode, target.denominator.mode)))
+        required = "—" if target.direction == "info" else f"{target.direction} {target.bound:g}"
+        lines.append(f"| {target.name} | {modes} | {value} | {required} | {verdict} |")
+    return "\n".join(lines)
+
+
+def markdown_report(records: list[BenchRecord], results: list[TargetResult],
+                    machine: dict[str, Any], command: str) -> str:
+    """The whole run as one markdown document."""
+    m, on = machine, f" — {machine['gpu']}" if machine.get("gpu") else ""
+    sides = [side for result in results for side in result.sides]
+    failed = [r for r in records + sides if r.failed]
+    lines = [f"# filterformer bench{on}", "",
+             f"- Machine: {m.get('gpu') or m.get('cpu')} ({m.get('device')}; {m.get('cpu_count')}"
+             f" CPU cores, torch threads {m.get('torch_threads')}), torch {m.get('torch')}, "
+             f"x-transformers {m.get('x_transformers')}, {m.get('date')}, load average (1, 5, "
+             f"15 min) at start {m.get('load_average')}, at end {m.get('load_average_end')}.",
+             f"- Command: `{command}`"]
+    first = next((r for r in records if r.batch is not None), None)
+    if first is not None:
+        lines.append(f"- Shapes: kernels take q, k, v of shape (B={first.batch}, h={first.heads}, "
+                     f"N, d={first.dim}); modules and models take x of shape (B={first.batch}, N, "
+                     f"D={first.heads * first.dim}). Modules include their projections.")
+    lines.append(_METHOD)
+    if m.get("heap"):
+        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory is kept for the next "
+                     "allocation, as a caching allocator does).")
+    if failed:
+        lines.append(f"- **Failed: {len(failed)} of {len(records + sides)} configurations** "
+                     "(their errors under Failed below).")
+    lines.append("")
+    for quantity, title in (("median_ms", "Time per step (median ms"),
+                            ("peak_mb", "Extra memory per step (MiB")):
+        for mode in (mode for mode in ALL_MODES if any(r.mode == mode for r in records)):
+            lines += [f"## {title}, {_MODE_TITLES[mode]}; × baseline in parentheses){on}", "",
+                      quantity_table(records, quantity, mode), ""]
+    lines += [f"## Targets{on}", "", targets_table(results), "",
+              "## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
+    steps = {r.method: r for r in records + sides}
+    lines += [f"| {name} | {r.level} | {r.notes} |" for name, r in steps.items()]
+    for title, rows in (("Failed", failed),
+                        ("Skipped", [r for r in records + sides if not (r.measured or r.failed)])):
+        if rows:
+            lines += ["", f"## {title}", "", *(f"- {r.method}, N={r.N}, {r.mode}: {r.skipped}"
+                                              for r in rows)]
+    return "\n".join(lines) + "\n"

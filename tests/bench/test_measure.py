@@ -1,0 +1,111 @@
+"""Cases measured side by side: records for every case, rounds alternated, the first step's
+extra memory, compiled steps against eager ones, and what cannot be measured said so."""
+
+import math
+import random
+import sys
+
+import pytest
+import torch
+
+from filterformer.bench import BenchShape, Case, measure_cases
+from filterformer.bench import measure as measure_module
+from filterformer.bench.measure import Rounds, _first_step
+from filterformer.bench.method_table import PeerUnavailable, xtransformers_encoder
+from filterformer.bench.step_cases import BenchCase
+
+QUICK = BenchShape.quick()
+MIB = 2**20
+
+
+def test_two_cases_alternate_in_rounds_and_each_gets_its_record():
+    N = random.choice((16, 24, 32))
+    cases = [Case("gfsa", N, "train"), Case("sdpa", N, "train")]
+    pair = measure_cases(cases, QUICK, rounds=Rounds(least=4, most=4))
+    assert [(r.method, r.N, r.mode) for r in pair.records] == [tuple(c) for c in cases]
+    assert len(pair.times.round_step_s[0]) == len(pair.times.round_step_s[1]) == 4
+    for record, median_s in zip(pair.records, pair.times.median_s, strict=True):
+        assert record.measured and math.isclose(record.median_ms, median_s * 1e3)
+        assert len(record.times_ms) == 4 and record.first_ms > 0 and record.peak_mb >= 0
+    assert (pair.records[0].batch, pair.records[0].dim, pair.records[0].level) == (1, 8, "kernel")
+
+
+def test_the_rounds_alternate_the_cases_steps_plainly(monkeypatch):
+    order = []
+    real = measure_module.paired_step_times
+
+    def watched(steps, **options):
+        named = [lambda s=s, i=i: (order.append(i), s()) for i, s in enumerate(steps)]
+        return real(named, **{**options, "repeats": [1, 1]})
+
+    monkeypatch.setattr(measure_module, "paired_step_times", watched)
+    measure_cases([Case("sdpa", 16, "inference"), Case("efficient", 16, "inference")], QUICK,
+                  rounds=Rounds(least=3, most=3))
+    # Each round: side 0's block (two untimed warm-up steps, one timed), then side 1's.
+    assert order == [0, 0, 0, 1, 1, 1] * 3
+
+
+def test_the_first_step_reports_the_peak_extra_memory_of_a_known_allocation():
+    mib = random.randint(64, 128)
+
+    def forward():
+        for _ in range(3):  # each freed before the next: the peak is one, not their sum
+            torch.ones(mib * MIB // 4).sum()
+        return []
+
+    ms, extra = _first_step(BenchCase(forward, mode="inference"), "cpu")
+    assert ms > 0 and mib - 6 <= extra <= mib + 16
+
+
+def test_a_compiled_step_gives_eager_outputs_and_is_timed_beside_eager():
+    cases = [Case("model-agf", 16, "compiled"), Case("model-agf", 16, "train")]
+    pair = measure_cases(cases, QUICK, rounds=Rounds(least=2, most=2), difference=True)
+    assert all(r.measured for r in pair.records)
+    assert 0 <= pair.difference < 1e-5
+
+
+def test_past_a_methods_longest_length_nothing_runs_and_the_pair_is_not_timed():
+    explicit, gfsa = measure_cases([Case("gfsa-explicit", 16384, "inference"),
+                                    Case("gfsa", 16, "inference")], QUICK).records
+    assert not explicit.measured and "not run past N=8192" in explicit.skipped
+    assert not gfsa.measured and gfsa.skipped == "not timed: the case beside it was not measured"
+
+
+def test_a_missing_peer_library_says_how_to_install_it_and_gives_a_skipped_record(monkeypatch):
+    monkeypatch.setitem(sys.modules, "x_transformers", None)  # import raises ImportError
+    with pytest.raises(PeerUnavailable, match=r"pip install 'filterformer\[bench\]'"):
+        xtransformers_encoder(16, 1, 2, 2.0)
+    (record,) = measure_cases([Case("model-xtransformers", 16, "train")], QUICK).records
+    assert not record.measured and not record.failed
+    assert "x-transformers is not installed" in record.skipped
+
+
+def test_a_case_that_raises_is_a_failed_record_naming_the_error():
+    (record,) = measure_cases([Case("sdpa", 16, "train")], BenchShape(head_dim=-1)).records
+    assert record.failed and not record.measured and record.skipped.startswith("RuntimeError")
+
+
+def test_a_step_too_slow_for_the_limit_is_skipped_saying_so():
+    (record,) = measure_cases([Case("sdpa", 16, "train")], QUICK,
+                              rounds=Rounds(limit_s=1e-9)).records
+    assert not record.measured and "exceed the limit of 1e-09 s" in record.skipped
+
+
+@pytest.mark.parametrize("N", [16, 64, 200])
+def test_a_case_is_built_afresh_after_a_priming_step_at_n_64_at_most(monkeypatch, N):
+    from filterformer.bench.method_table import BenchMethod
+
+    builds = []
+
+    def build(shape, length, mode, device):
+        steps = []
+        builds.append((length, steps))
+        return BenchCase(lambda: steps.append(length) or [], mode="inference")
+
+    method = BenchMethod(name="probe", level="kernel", timed="a probe", build=build)
+    monkeypatch.setitem(measure_module.CASE_METHODS, "probe", method)
+    (record,) = measure_cases([Case("probe", N, "inference")], QUICK,
+                              rounds=Rounds(least=2, most=2)).records
+    assert record.measured
+    (prime, primed_steps), (full, full_steps) = builds
+    assert (prime, full) == (min(N, 64), N) and len(primed_steps) == 1 and len(full_steps) > 2
