@@ -61,7 +61,7 @@ def test_the_oversmoothing_sentence_reads_the_baselines_first_and_last_layer(ris
 
 def test_the_machine_sentence_names_the_cpu_its_cores_and_the_time() -> None:
     elapsed = random.uniform(30, 900)
-    env = {"device": "cpu", "cpu_model": "Some CPU @ 2.0GHz", "cpu_count": 2, "cpu_threads": 1}
+    env = {"device": "cpu", "cpu": "Some CPU @ 2.0GHz", "cpu_count": 2, "cpu_threads": 1}
     sentence = machine_sentence(_results(environment=env, elapsed_s=elapsed))
     assert sentence == (f"The comparison ran on Some CPU @ 2.0GHz (2 cores), 1 torch thread per "
                         f"run and took {elapsed / 60:.1f} minutes.")

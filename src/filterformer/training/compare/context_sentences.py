@@ -54,7 +54,7 @@ def machine_sentence(results: ComparisonResults) -> str:
     """The machine and how long the comparison took on it."""
     env = results.environment
     device = env.get("device", "cpu")
-    where = (env.get("cpu_model") or env.get("machine") or "an unnamed CPU"
+    where = (env.get("cpu") or env.get("machine") or "an unnamed CPU"
              if device == "cpu" else device)
     cores = env.get("cpu_count")
     if cores:
