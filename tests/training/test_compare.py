@@ -109,8 +109,8 @@ def test_compare_section_of_a_file_and_options(tmp_path):
     assert (config.methods, config.seeds, config.base.epochs) == (("gfsa", "agf"), (4,), 2)
     config = load_compare_config(path, ["epochs=5"], seeds=[7, 8])
     assert (config.methods, config.seeds, config.base.epochs) == (("gfsa", "agf"), (7, 8), 5)
-    assert config.run_config("agf", 8).output_dir.endswith("runs/agf/seed-8")
-    assert config.run_config("agf", 8).method == "agf"
+    assert config.plan("agf", 8).config.output_dir.endswith("runs/agf/seed-8")
+    assert config.plan("agf", 8).config.method == "agf"
 
 
 def test_a_changed_budget_is_not_mixed_with_finished_runs(tmp_path):
@@ -133,14 +133,14 @@ def test_a_stopped_run_with_another_budget_is_refused_before_anything_trains(tmp
     options = {"methods": ["gfsa", "softmax"], "seeds": [0], "diagnostics_batches": 1}
     stopped = load_compare_config(None, [*TINY, "max_steps=6", f"output_dir={tmp_path}"],
                                   **options)
-    Trainer(dataclasses.replace(stopped.run_config("softmax", 0), stop_after=2), task=task).fit()
+    Trainer(dataclasses.replace(stopped.plan("softmax", 0).config, stop_after=2), task=task).fit()
     changed = load_compare_config(None, [*TINY, "max_steps=5", f"output_dir={tmp_path}"],
                                   **options)
     with pytest.raises(ValueError, match=r"softmax/seed-0/checkpoints/last.pt was saved with "
                                          r"another configuration: max_steps: checkpoint 6, now "
                                          r"5; .*--output-dir DIR"):
         compare(changed, task=task, echo=lambda line: None)
-    assert not Path(changed.run_config("gfsa", 0).output_dir).exists()
+    assert not Path(changed.plan("gfsa", 0).config.output_dir).exists()
 
 
 def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
@@ -149,7 +149,7 @@ def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
     options = {"methods": ["gfsa"], "seeds": [0], "diagnostics_batches": 1}
     config = load_compare_config(None, settings, **options)
     # A run stopped half-way (as a killed comparison leaves it) ...
-    Trainer(dataclasses.replace(config.run_config("gfsa", 0), stop_after=3), task=task).fit()
+    Trainer(dataclasses.replace(config.plan("gfsa", 0).config, stop_after=3), task=task).fit()
     lines = []
     results = compare(config, task=task, echo=lines.append)
     assert "(resumed)" in lines[0]
@@ -158,7 +158,7 @@ def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
                                 **options)
     expected = compare(fresh, task=task, echo=lambda line: None)
     assert results["runs"][0]["test"] == expected["runs"][0]["test"]
-    resumed, whole = (load_checkpoint(Path(c.run_config("gfsa", 0).output_dir) / "checkpoints" /
+    resumed, whole = (load_checkpoint(Path(c.plan("gfsa", 0).config.output_dir) / "checkpoints" /
                                       "last.pt")["model"] for c in (config, fresh))
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
 
@@ -206,31 +206,33 @@ def test_method_entries_set_their_own_runs_only(tmp_path):
     )
     config = load_compare_config(path)
     assert config.methods == ("softmax", "gfsa-even", "softmax-lr0", "gfsa.k5")
-    model = config.run_config("gfsa.k5", 0).transformer_config(vocab_size=12)
+    model = config.plan("gfsa.k5", 0).config.transformer_config(vocab_size=12)
     assert (model.attention, model.attention_options["K"]) == ("gfsa", 5)
     assert config.baseline == "softmax"
-    even = config.run_config("gfsa-even", 3)
-    assert (even.method, even.seed, even.model["attention_layers"]) == ("gfsa", 3, (1, 3, 5))
-    assert even.output_dir.endswith("runs/gfsa-even/seed-3")
+    even = config.plan("gfsa-even", 2).config
+    assert (even.method, even.seed, even.model["attention_layers"]) == ("gfsa", 2, (1, 3, 5))
+    assert even.output_dir.endswith("runs/gfsa-even/seed-2")
     assert even.optimizer.lr == 0.003
-    frozen = config.run_config("softmax-lr0", 1)
+    frozen = config.plan("softmax-lr0", 1).config
     assert frozen.optimizer.lr == 0.0 and frozen.method == "softmax"
     assert "attention_layers" not in frozen.model
-    plain = config.run_config("softmax", 1)
+    plain = config.plan("softmax", 1).config
     assert plain.optimizer.lr == 0.003 and plain.model == config.base.model
     with pytest.raises(ValueError, match=r"unknown method 'agf'; compared methods: softmax, "):
-        config.run_config("agf", 0)
+        config.plan("agf", 0)
+    with pytest.raises(ValueError, match=r"seed 3 is not compared; seeds: 0, 1, 2"):
+        config.plan("softmax", 3)
     # dataclasses.replace keeps each method's overrides (and the baseline, which must stay).
     fewer = dataclasses.replace(config, methods=("softmax-lr0", "gfsa-even"),
                                 baseline="softmax-lr0")
     assert fewer.method_entries == {m: config.method_entries[m] for m in fewer.methods}
-    assert fewer.run_config("softmax-lr0", 0).optimizer.lr == 0.0
+    assert fewer.plan("softmax-lr0", 0).config.optimizer.lr == 0.0
     with pytest.raises(ValueError, match=r"compare.baseline 'softmax' is not among the compared"):
         dataclasses.replace(config, methods=("gfsa-even",))
     # Names given as options pick the file's entries of those names.
     picked = load_compare_config(path, methods=["gfsa-even", "neutreno"], baseline="neutreno")
     assert picked.methods == ("gfsa-even", "neutreno") and picked.baseline == "neutreno"
-    assert picked.run_config("gfsa-even", 0).model["attention_layers"] == (1, 3, 5)
+    assert picked.plan("gfsa-even", 0).config.model["attention_layers"] == (1, 3, 5)
 
 
 def _cluster_split(num_items: int, generator: torch.Generator) -> SequenceDataset:

@@ -47,7 +47,6 @@ from ..model_building import (
     describe_task,
     load_task_data,
     model_config_from_dict,
-    resolve_model_config,
 )
 from ..run_config import TrainConfig
 from ..run_files import CorruptRunFileError, read_json, write_json
@@ -56,6 +55,7 @@ from .comparison_config import CompareConfig
 from .cost import measure_cost, with_step_times
 from .execution import train_runs
 from .results import write_results
+from .run_plans import resolve_models
 from .statistics import mean_report, summarize
 
 __all__ = ["compare"]
@@ -200,19 +200,18 @@ def _compare(config: CompareConfig, task: Any, echo: Callable[[str], None], jobs
     """:func:`compare` in its locked directory."""
     task = task if task is not None else load_task_data(config.base.task, config.base.task_options)
     # Every method must fit the task before any run starts; each is resolved once, here.
-    model_configs = {method: resolve_model_config(config.run_config(method, config.seeds[0]), task)
-                     for method in config.methods}
+    model_configs = resolve_models(config.plans, task)
     metric, _ = MODEL_SELECTION[task.kind]
     runs: list[dict[str, Any]] = []
     reports: dict[str, list[DiagnosticsReport]] = {}
     for run in train_runs(config, task, model_configs, jobs=jobs, echo=echo):
         report = None
         if not run.summary.get("diverged"):
-            run_config = config.run_config(run.method, run.seed)
-            report = _diagnostics(run_config, task, config.diagnostics_batches, run.method, echo)
+            plan = config.plan(run.method, run.seed)
+            report = _diagnostics(plan.config, task, config.diagnostics_batches, run.method, echo)
             reports.setdefault(run.method, []).append(report)
         runs.append(_run_record(run.method, run.seed, run.summary, metric, report))
-    cost = measure_cost(config, task, echo=echo)
+    cost = measure_cost(config, task, models=model_configs, echo=echo)
     runs = with_step_times(runs, cost)
     results = {
         "task": describe_task(task),
