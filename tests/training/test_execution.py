@@ -13,6 +13,7 @@ import torch
 
 from filterformer.training import load_checkpoint
 from filterformer.training.compare import compare, load_compare_config
+from filterformer.training.compare.comparison_results import ComparisonResults
 from filterformer.training.compare.execution import RunFailedError, available_cpus, default_jobs
 
 from .helpers import majority_task
@@ -31,8 +32,8 @@ def tiny_comparison(out: Path, **options):
     return load_compare_config(None, settings, **options)
 
 
-def run_records(results: dict) -> list[dict]:
-    return [{k: v for k, v in run.items() if k not in MACHINE_FIELDS} for run in results["runs"]]
+def run_records(results: ComparisonResults) -> list[dict]:
+    return [{k: v for k, v in run.items() if k not in MACHINE_FIELDS} for run in results.runs]
 
 
 @pytest.mark.slow
