@@ -8,7 +8,13 @@ import random
 import pytest
 
 from filterformer.training import config_files, trainer
-from filterformer.training.compare import compare, comparison_config, load_compare_config, run_plans
+from filterformer.training.compare import (
+    ComparisonResults,
+    compare,
+    comparison_config,
+    load_compare_config,
+    run_plans,
+)
 
 from .helpers import majority_task
 
@@ -57,8 +63,11 @@ def test_run_plans_are_made_once_and_equal_what_the_runs_record(tmp_path, monkey
     assert calls.count("set_values") == 0 and "parse_text" not in calls
     assert calls.count("resolve_model_config") == 2
     assert config.plans is plans
+    # The results returned are those results.json holds.
+    assert ComparisonResults.from_dict(json.loads((tmp_path / "results.json").read_text())) \
+        == results
     models = {}
-    for plan, run in zip(plans, results["runs"], strict=True):
+    for plan, run in zip(plans, results.runs, strict=True):
         summary = json.loads((plan.run_dir / "summary.json").read_text())
         assert summary["config"] == plan.config.to_dict()
         assert (run["method"], run["seed"], run["run_dir"]) == (plan.name, plan.seed,
