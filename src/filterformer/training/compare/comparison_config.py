@@ -70,6 +70,9 @@ class CompareConfig:
         method_entries: each name's :class:`MethodEntry`, filled from ``methods`` (a plain name
             that already has an entry here keeps it, so :func:`dataclasses.replace` keeps each
             method's overrides); not a config key.
+
+    Construction plans every run once (:attr:`plans`, :func:`~.run_plans.plan_runs`): what
+    trains, is measured and is checked afterwards are these plans.
     """
 
     base: TrainConfig = field(default_factory=lambda: TrainConfig.from_dict(DEFAULT_COMPARE_CONFIG))
