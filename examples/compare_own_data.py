@@ -31,7 +31,7 @@ def main() -> None:
         f"max_steps={args.steps}", f"output_dir={args.output}",
     ], methods=["softmax", "gfsa", "neutreno"], seeds=args.seeds, cost_rounds=args.cost_rounds)
     results = compare(config, jobs=None)  # as many runs at a time as fit the cores
-    for row in results["summary"]:
+    for row in results.summary:
         print({key: row[key] for key in row if key in ("method", "test_perplexity_mean",
                                                         "test_loss_mean")})
     print(f"report: {args.output}/report.html")

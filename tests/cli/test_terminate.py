@@ -130,7 +130,7 @@ def test_sigkill_of_a_parallel_comparison_ends_its_workers_and_a_rerun_finishes_
     torch.set_num_threads(1)  # the comparison's runs train with one thread (--threads 1)
     try:
         for method in config.methods:
-            run = config.run_config(method, 0)
+            run = config.plan(method, 0).config
             alone = train(dataclasses.replace(run, output_dir=str(tmp_path / method)))
             records = read_metrics(Path(run.output_dir) / "metrics.jsonl")
             assert [r["split"] for r in records].count("test") == 1, method

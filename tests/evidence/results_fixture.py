@@ -12,6 +12,8 @@ import numpy as np
 import torch
 from scipy import stats
 
+from filterformer.training.compare.comparison_results import ComparisonResults
+
 #: The run-record keys compare compares, with whether higher is better (accuracy tasks).
 DIRECTIONS = {"test_accuracy": True, "last_layer_cosine_similarity": False, "step_time_s": False}
 LAYERS = 4
@@ -120,6 +122,11 @@ def make_results(
         "elapsed_s": 95.0,
         **({"provenance": provenance} if provenance is not None else {}),
     }
+
+
+def comparison(results: dict[str, Any]) -> ComparisonResults:
+    """``results`` as ``filterformer evidence`` reads it back from ``results.json``."""
+    return ComparisonResults.from_dict(json.loads(json.dumps(results)))
 
 
 def write_results(root: Path, name: str, results: dict[str, Any]) -> Path:

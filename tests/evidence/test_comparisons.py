@@ -1,11 +1,9 @@
-import json
 import statistics
 
 import pytest
 import torch
 
 from filterformer.evidence.comparisons import (
-    dotted_value,
     load_comparison,
     method_difference,
     metric_direction,
@@ -13,7 +11,7 @@ from filterformer.evidence.comparisons import (
 )
 from filterformer.training.compare.statistics import summarize
 
-from .results_fixture import make_results, null_differences, shifted, write_results
+from .results_fixture import comparison, make_results, null_differences, shifted, write_results
 
 
 def _results():
@@ -34,7 +32,7 @@ def test_a_missing_directory_is_not_run_yet_when_pending_and_a_broken_file_an_er
         load_comparison(tmp_path, "empty")
     results = _results()
     write_results(tmp_path, "nested/ok", results)
-    assert load_comparison(tmp_path, "nested/ok") == json.loads(json.dumps(results))
+    assert load_comparison(tmp_path, "nested/ok") == comparison(results)
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "results.json").write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
@@ -45,31 +43,31 @@ def test_a_missing_directory_is_not_run_yet_when_pending_and_a_broken_file_an_er
 
 
 def test_means_are_the_summary_s_and_else_computed_from_the_runs():
-    results = _results()
-    row = results["summary"][1]
+    results = comparison(_results())
+    row = results.summary[1]
     assert metric_mean_std(results, "gfsa", "test_accuracy") == (row["test_accuracy_mean"],
                                                                  row["test_accuracy_std"])
-    times = [r["step_time_s"] for r in results["runs"] if r["method"] == "gfsa"]
+    times = [r["step_time_s"] for r in results.runs if r["method"] == "gfsa"]
     mean, std = metric_mean_std(results, "gfsa", "step_time_s")  # not in the summary
     assert mean == pytest.approx(statistics.fmean(times))
     assert std == pytest.approx(statistics.stdev(times))
 
 
 def test_differences_are_read_as_written():
-    results = _results()
+    results = comparison(_results())
     assert method_difference(results, "gfsa", "test_accuracy", "here") == \
-        results["summary"][1]["difference"]["test_accuracy"]
+        results.summary[1]["difference"]["test_accuracy"]
     with pytest.raises(ValueError, match="here: method 'agf' is not compared there; methods: "
                                          "softmax, gfsa"):
         method_difference(results, "agf", "test_accuracy", "here")
 
 
 def test_dotted_paths_and_directions():
-    results = _results()
-    assert dotted_value(results, "budget.model.depth", "here") == 4
+    results = comparison(_results())
+    assert results.value_at("budget.model.depth", "here") == 4
     with pytest.raises(ValueError, match=r"here: 'budget.model.width'.*budget.model has: dim, "
                                          "depth, norm"):
-        dotted_value(results, "budget.model.width", "here")
+        results.value_at("budget.model.width", "here")
     assert metric_direction("test_accuracy") is True
     assert metric_direction("test_perplexity") is False
     assert metric_direction("last_layer_cosine_similarity") is False

@@ -11,7 +11,7 @@ from filterformer.evidence.figures import (
     mean_interval,
 )
 
-from .results_fixture import make_results
+from .results_fixture import comparison, make_results
 
 
 def test_mean_interval_is_student_t_over_the_values():
@@ -41,8 +41,8 @@ def test_figures_live_in_the_first_setting_s_directory(tmp_path):
 
 def test_a_trend_is_drawn_from_the_settings_that_ran_and_names_a_missing_path(tmp_path):
     seeds = {s: 0.5 for s in range(3)}
-    results = make_results({"softmax": {"test_accuracy": seeds},
-                            "gfsa": {"test_accuracy": seeds}}, depth=8)
+    results = comparison(make_results({"softmax": {"test_accuracy": seeds},
+                                       "gfsa": {"test_accuracy": seeds}}, depth=8))
     claim = _claim({"trend": {"x": "budget.model.depth", "metrics": ["test_accuracy"]}})
     settings = claim.settings
     path = tmp_path / "trend.png"
@@ -63,8 +63,8 @@ def test_a_trend_is_drawn_from_the_settings_that_ran_and_names_a_missing_path(tm
                                        ("x", "methods")])
 def test_a_trend_along_a_mapping_or_list_is_an_error_naming_the_path(tmp_path, key, path):
     seeds = dict(enumerate(torch.rand(3).tolist()))
-    results = make_results({"softmax": {"test_accuracy": seeds},
-                            "gfsa": {"test_accuracy": seeds}})
+    results = comparison(make_results({"softmax": {"test_accuracy": seeds},
+                                       "gfsa": {"test_accuracy": seeds}}))
     spec = {"x": "budget.model.depth", "metrics": ["test_accuracy"], key: path}
     claim = _claim({"trend": spec})
     with pytest.raises(ValueError, match=rf"claim C1, setting b: '{path}' .* a single value"):
@@ -74,8 +74,8 @@ def test_a_trend_along_a_mapping_or_list_is_an_error_naming_the_path(tmp_path, k
 
 def test_the_caption_of_a_trend_along_a_mapping_is_an_error_too():
     seeds = dict(enumerate(torch.rand(3).tolist()))
-    results = make_results({"softmax": {"test_accuracy": seeds},
-                            "gfsa": {"test_accuracy": seeds}})
+    results = comparison(make_results({"softmax": {"test_accuracy": seeds},
+                                       "gfsa": {"test_accuracy": seeds}}))
     claim = _claim({"trend": {"x": "budget.model", "metrics": ["test_accuracy"]}})
     with pytest.raises(ValueError, match=r"claim C1, setting b: 'budget.model' .* single value"):
         figure_caption(claim, [(claim.settings[0], None), (claim.settings[1], results)])

@@ -5,7 +5,7 @@ from scipy import stats
 from filterformer.evidence.claims import ClaimTest, Setting, parse_claims
 from filterformer.evidence.judged_rows import JudgedRow, holm, judge_claim, verdict_text
 
-from .results_fixture import make_results
+from .results_fixture import comparison, make_results
 
 
 def _row(verdict, expect, difference, metric="test_accuracy", fixed="fixed before"):
@@ -52,7 +52,7 @@ def test_rows_of_a_claim_are_adjusted_together_with_scipy_s_paired_p_values():
         "id": "C", "title": "t", "papers": "p", "claim": "c", "settings": [{"results": "a"}],
         "tests": [{"method": m, "metric": "test_accuracy", "paper": "x", "expect": "better"}
                   for m in shifts]}])[0]
-    rows = judge_claim(claim, {"a": results})
+    rows = judge_claim(claim, {"a": comparison(results)})
     raw = [stats.ttest_rel([base[s] + shifts[m][s] for s in seeds],
                            [base[s] for s in seeds]).pvalue for m in shifts]
     order = np.argsort(raw)
@@ -82,11 +82,12 @@ def test_each_row_is_judged_on_each_of_its_settings_from_compare_s_verdict():
     results = make_results({"softmax": {"test_accuracy": seeds},
                             "gfsa": {"test_accuracy": {s: v + 0.1 + 0.01 * s
                                                        for s, v in seeds.items()}}})
+    results = comparison(results)
     rows = judge_claim(claim, {"a": results, "b": None, "c": results})
     assert [(r.test.metric, r.setting.results) for r in rows] == [
         ("test_accuracy", "a"), ("test_accuracy", "b"), ("test_accuracy", "c"),
         ("step_time_s", "c")]
-    difference = results["summary"][1]["difference"]
+    difference = results.summary[1]["difference"]
     assert difference["test_accuracy"]["verdict"] == "better"  # against a claim of worse
     assert [r.verdict for r in rows[:3]] == ["contradicts", "not run yet", "contradicts"]
     assert rows[0].difference == difference["test_accuracy"] and rows[1].difference is None
@@ -106,9 +107,10 @@ def test_a_versus_row_compares_the_method_with_itself_in_another_setting():
     assert claim.tests[0].settings == ("deep",)  # the versus setting is not judged against itself
     shallow_cos = {s: random.uniform(0.2, 0.4) for s in range(5)}
     deep_cos = shifted(shallow_cos, random.uniform(0.2, 0.3))
-    shallow = make_results({"softmax": {"last_layer_cosine_similarity": shallow_cos},
-                            "gfsa": {}})
-    deep = make_results({"softmax": {"last_layer_cosine_similarity": deep_cos}, "gfsa": {}})
+    shallow = comparison(make_results({"softmax": {"last_layer_cosine_similarity": shallow_cos},
+                                       "gfsa": {}}))
+    deep = comparison(make_results({"softmax": {"last_layer_cosine_similarity": deep_cos},
+                                    "gfsa": {}}))
     rows = judge_claim(claim, {"deep": deep, "shallow": shallow})
     expected = reference_difference(deep_cos, shallow_cos, higher=False)
     assert rows[0].difference["verdict"] == expected["verdict"] == "worse"

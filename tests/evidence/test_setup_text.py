@@ -1,6 +1,6 @@
 from filterformer.evidence.setup_text import method_text, provenance_text, setup_lines
 
-from .results_fixture import make_results
+from .results_fixture import comparison, make_results
 
 
 def _results(**changes):
@@ -17,7 +17,7 @@ def _results(**changes):
 def test_the_setup_says_task_model_optimiser_budget_seeds_and_baseline():
     results = _results()
     results["budget"].update(max_steps=500, pretrained="all-MiniLM-L6-v2")
-    task, model, optimiser, budget, made = setup_lines(results)
+    task, model, optimiser, budget, made = setup_lines(comparison(results))
     assert task.startswith("task: `digits` (classification): 1000 train / 200 validation / "
                            "300 test") and "options num_train=1000" in task
     assert model == "model: pretrained `all-MiniLM-L6-v2`, fine-tuned; dim=32, depth=4, norm=post"
@@ -27,13 +27,13 @@ def test_the_setup_says_task_model_optimiser_budget_seeds_and_baseline():
 
 
 def test_provenance_and_method_entries():
-    assert provenance_text(_results(provenance={"commit": "a" * 40, "modified": False,
-                                                "command": "filterformer compare"})) == \
+    assert provenance_text(comparison(_results(provenance={
+        "commit": "a" * 40, "modified": False, "command": "filterformer compare"}))) == \
         "commit `aaaaaaa`, command `filterformer compare`"
-    assert provenance_text(_results(provenance={"commit": "b" * 40, "modified": True,
-                                                "command": None})) == \
+    assert provenance_text(comparison(_results(provenance={
+        "commit": "b" * 40, "modified": True, "command": None}))) == \
         "commit `bbbbbbb` + local changes, command unknown"
-    results = _results()
+    results = comparison(_results())
     assert method_text(results, "softmax") == "softmax"
     assert method_text(results, "gfsa-even") == "gfsa-even (gfsa; model.attention_layers=[1, 3, 5])"
 
@@ -44,4 +44,4 @@ def test_the_budget_counts_one_epoch_or_step_in_the_singular():
                              ({"max_steps": 1}, "1 step,"), ({"max_steps": 40}, "40 steps,")):
         results = _results()
         results["budget"].update(budget)
-        assert setup_lines(results)[3].startswith(f"budget: {expected} batch size")
+        assert setup_lines(comparison(results))[3].startswith(f"budget: {expected} batch size")

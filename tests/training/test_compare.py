@@ -20,6 +20,7 @@ from filterformer.graphs import Graph, collate_graphs
 from filterformer.models import SequenceClassifier, TransformerConfig
 from filterformer.training import Trainer, load_checkpoint
 from filterformer.training.compare import compare, load_compare_config
+from filterformer.training.compare.comparison_results import ComparisonResults
 from filterformer.training.compare.figures import comparison_figures
 from filterformer.training.compare.html_report import render_report, verdict_summary
 from filterformer.training.compare.statistics import mean_report, mean_std, median, summarize
@@ -109,8 +110,8 @@ def test_compare_section_of_a_file_and_options(tmp_path):
     assert (config.methods, config.seeds, config.base.epochs) == (("gfsa", "agf"), (4,), 2)
     config = load_compare_config(path, ["epochs=5"], seeds=[7, 8])
     assert (config.methods, config.seeds, config.base.epochs) == (("gfsa", "agf"), (7, 8), 5)
-    assert config.run_config("agf", 8).output_dir.endswith("runs/agf/seed-8")
-    assert config.run_config("agf", 8).method == "agf"
+    assert config.plan("agf", 8).config.output_dir.endswith("runs/agf/seed-8")
+    assert config.plan("agf", 8).config.method == "agf"
 
 
 def test_a_changed_budget_is_not_mixed_with_finished_runs(tmp_path):
@@ -133,14 +134,14 @@ def test_a_stopped_run_with_another_budget_is_refused_before_anything_trains(tmp
     options = {"methods": ["gfsa", "softmax"], "seeds": [0], "diagnostics_batches": 1}
     stopped = load_compare_config(None, [*TINY, "max_steps=6", f"output_dir={tmp_path}"],
                                   **options)
-    Trainer(dataclasses.replace(stopped.run_config("softmax", 0), stop_after=2), task=task).fit()
+    Trainer(dataclasses.replace(stopped.plan("softmax", 0).config, stop_after=2), task=task).fit()
     changed = load_compare_config(None, [*TINY, "max_steps=5", f"output_dir={tmp_path}"],
                                   **options)
     with pytest.raises(ValueError, match=r"softmax/seed-0/checkpoints/last.pt was saved with "
                                          r"another configuration: max_steps: checkpoint 6, now "
                                          r"5; .*--output-dir DIR"):
         compare(changed, task=task, echo=lambda line: None)
-    assert not Path(changed.run_config("gfsa", 0).output_dir).exists()
+    assert not Path(changed.plan("gfsa", 0).config.output_dir).exists()
 
 
 def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
@@ -149,7 +150,7 @@ def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
     options = {"methods": ["gfsa"], "seeds": [0], "diagnostics_batches": 1}
     config = load_compare_config(None, settings, **options)
     # A run stopped half-way (as a killed comparison leaves it) ...
-    Trainer(dataclasses.replace(config.run_config("gfsa", 0), stop_after=3), task=task).fit()
+    Trainer(dataclasses.replace(config.plan("gfsa", 0).config, stop_after=3), task=task).fit()
     lines = []
     results = compare(config, task=task, echo=lines.append)
     assert "(resumed)" in lines[0]
@@ -157,8 +158,8 @@ def test_an_interrupted_comparison_resumes_its_stopped_run(tmp_path):
     fresh = load_compare_config(None, [*TINY, "max_steps=6", f"output_dir={tmp_path / 'b'}"],
                                 **options)
     expected = compare(fresh, task=task, echo=lambda line: None)
-    assert results["runs"][0]["test"] == expected["runs"][0]["test"]
-    resumed, whole = (load_checkpoint(Path(c.run_config("gfsa", 0).output_dir) / "checkpoints" /
+    assert results.runs[0]["test"] == expected.runs[0]["test"]
+    resumed, whole = (load_checkpoint(Path(c.plan("gfsa", 0).config.output_dir) / "checkpoints" /
                                       "last.pt")["model"] for c in (config, fresh))
     assert all(torch.equal(resumed[k], whole[k]) for k in whole)
 
@@ -185,7 +186,7 @@ def test_graph_tasks_are_compared_through_their_tokens(tmp_path):
                "batch_size=8", "max_steps=2", "progress=false", f"output_dir={tmp_path}"],
         methods=["softmax", "samsa_hard"], seeds=[0], diagnostics_batches=1)
     results = compare(config, task=_graph_task(), echo=lambda line: None)
-    for run in results["runs"]:
+    for run in results.runs:
         # embeddings + 2 layers, measured on node and edge tokens
         assert len(run["cosine_similarity_per_layer"]) == 3
         saved = DiagnosticsReport.load(tmp_path / "runs" / run["method"] / "seed-0" /
@@ -206,31 +207,33 @@ def test_method_entries_set_their_own_runs_only(tmp_path):
     )
     config = load_compare_config(path)
     assert config.methods == ("softmax", "gfsa-even", "softmax-lr0", "gfsa.k5")
-    model = config.run_config("gfsa.k5", 0).transformer_config(vocab_size=12)
+    model = config.plan("gfsa.k5", 0).config.transformer_config(vocab_size=12)
     assert (model.attention, model.attention_options["K"]) == ("gfsa", 5)
     assert config.baseline == "softmax"
-    even = config.run_config("gfsa-even", 3)
-    assert (even.method, even.seed, even.model["attention_layers"]) == ("gfsa", 3, (1, 3, 5))
-    assert even.output_dir.endswith("runs/gfsa-even/seed-3")
+    even = config.plan("gfsa-even", 2).config
+    assert (even.method, even.seed, even.model["attention_layers"]) == ("gfsa", 2, (1, 3, 5))
+    assert even.output_dir.endswith("runs/gfsa-even/seed-2")
     assert even.optimizer.lr == 0.003
-    frozen = config.run_config("softmax-lr0", 1)
+    frozen = config.plan("softmax-lr0", 1).config
     assert frozen.optimizer.lr == 0.0 and frozen.method == "softmax"
     assert "attention_layers" not in frozen.model
-    plain = config.run_config("softmax", 1)
+    plain = config.plan("softmax", 1).config
     assert plain.optimizer.lr == 0.003 and plain.model == config.base.model
     with pytest.raises(ValueError, match=r"unknown method 'agf'; compared methods: softmax, "):
-        config.run_config("agf", 0)
+        config.plan("agf", 0)
+    with pytest.raises(ValueError, match=r"seed 3 is not compared; seeds: 0, 1, 2"):
+        config.plan("softmax", 3)
     # dataclasses.replace keeps each method's overrides (and the baseline, which must stay).
     fewer = dataclasses.replace(config, methods=("softmax-lr0", "gfsa-even"),
                                 baseline="softmax-lr0")
     assert fewer.method_entries == {m: config.method_entries[m] for m in fewer.methods}
-    assert fewer.run_config("softmax-lr0", 0).optimizer.lr == 0.0
+    assert fewer.plan("softmax-lr0", 0).config.optimizer.lr == 0.0
     with pytest.raises(ValueError, match=r"compare.baseline 'softmax' is not among the compared"):
         dataclasses.replace(config, methods=("gfsa-even",))
     # Names given as options pick the file's entries of those names.
     picked = load_compare_config(path, methods=["gfsa-even", "neutreno"], baseline="neutreno")
     assert picked.methods == ("gfsa-even", "neutreno") and picked.baseline == "neutreno"
-    assert picked.run_config("gfsa-even", 0).model["attention_layers"] == (1, 3, 5)
+    assert picked.plan("gfsa-even", 0).config.model["attention_layers"] == (1, 3, 5)
 
 
 def _cluster_split(num_items: int, generator: torch.Generator) -> SequenceDataset:
@@ -250,7 +253,7 @@ def _cluster_task() -> TaskData:
 
 
 @pytest.fixture(scope="module")
-def frozen_comparison(tmp_path_factory) -> dict:
+def frozen_comparison(tmp_path_factory) -> ComparisonResults:
     """softmax, softmax with learning rate 0 (its own set), and softmax again, 4 seeds."""
     out = tmp_path_factory.mktemp("frozen")
     config = load_compare_config(
@@ -266,8 +269,8 @@ def frozen_comparison(tmp_path_factory) -> dict:
 
 def test_a_method_made_worse_on_purpose_is_worse(frozen_comparison):
     results = frozen_comparison
-    assert results["baseline"] == "softmax"
-    rows = {row["method"]: row for row in results["summary"]}
+    assert results.baseline == "softmax"
+    rows = {row["method"]: row for row in results.summary}
     assert rows["softmax"]["difference"] is None
     assert rows["softmax"]["test_accuracy_mean"] > 0.9  # the task is learnt ...
     frozen = rows["softmax-lr0"]["difference"]["test_accuracy"]
@@ -277,19 +280,19 @@ def test_a_method_made_worse_on_purpose_is_worse(frozen_comparison):
         same = rows["softmax-again"]["difference"][key]
         assert same["verdict"] == "no significant difference", key
         assert same["mean"] == pytest.approx(0.0, abs=1e-6)
-    assert results["method_entries"]["softmax-lr0"] == {
+    assert results.method_entries["softmax-lr0"] == {
         "name": "softmax-lr0", "method": "softmax", "set": {"optimizer.lr": 0}}
 
 
 def test_results_csv_flattens_the_differences(frozen_comparison, tmp_path):
     results = frozen_comparison
-    out = Path(results["runs"][0]["run_dir"]).parents[2]
+    out = Path(results.runs[0]["run_dir"]).parents[2]
     with open(out / "results.csv", newline="") as f:
         table = {row["method"]: row for row in csv.DictReader(f)}
     for key in ("test_accuracy", "last_layer_cosine_similarity", "step_time_s"):
         for part in ("mean", "ci_low", "ci_high", "verdict", "seeds"):
             assert table["softmax"][f"{key}_difference_{part}"] == ""
-    frozen = next(r for r in results["summary"] if r["method"] == "softmax-lr0")
+    frozen = next(r for r in results.summary if r["method"] == "softmax-lr0")
     row = table["softmax-lr0"]
     assert row["test_accuracy_difference_verdict"] == "worse"
     assert float(row["test_accuracy_difference_ci_high"]) == pytest.approx(
@@ -305,9 +308,8 @@ def test_the_report_marks_only_significantly_better_rows(frozen_comparison, tmp_
                             r"-0\.\d{4}\) is significantly worse than softmax; the other methods "
                             r"do not differ significantly\.", s) for s in sentences), sentences
     # Against the frozen model as the baseline, both trained ones are better: marked best.
-    swapped = {**results, "baseline": "softmax-lr0",
-               "summary": summarize(results["runs"], results["methods"], "accuracy",
-                                    "softmax-lr0")}
+    swapped = dataclasses.replace(results, baseline="softmax-lr0", summary=tuple(
+        summarize(list(results.runs), results.methods, "accuracy", "softmax-lr0")))
     page = render_report(swapped, [], tmp_path / "report.html").read_text()
     marks = re.findall(r'<tr class="(\w+)"><td[^>]*><div>([\w+-]+)</div></td>', page)
     assert sorted(marks) == [("baseline", "softmax-lr0"), ("best", "softmax"),
@@ -342,8 +344,9 @@ def test_the_summary_names_each_significant_difference():
              "validation_accuracy": 0.5, "last_layer_cosine_similarity": 0.5,
              "step_time_s": None, "peak_memory_bytes": None, "num_parameters": 1,
              "train_time_s": 1.0} for m, a in accuracy.items() for seed in range(4)]
-    results = {"baseline": "softmax", "metric": "accuracy",
-               "summary": summarize(runs, list(accuracy), "accuracy", "softmax")}
+    results = ComparisonResults(
+        baseline="softmax", metric="accuracy", methods=tuple(accuracy), runs=tuple(runs),
+        summary=tuple(summarize(runs, list(accuracy), "accuracy", "softmax")))
     sentences = verdict_summary(results)
     assert re.fullmatch(r"On test accuracy, up \(\+0\.10\d\d, 95 % CI \+0\.\d{4} to \+0\.\d{4}\) "
                         r"is significantly better than softmax; down \(-0\.19\d\d, 95 % CI "
@@ -353,7 +356,8 @@ def test_the_summary_names_each_significant_difference():
                             "cosine similarity.")
     assert sentences[2] == "Too few seeds are shared with softmax to compare time per step."
     two_seeds = [r for r in runs if r["seed"] < 2]
-    results["summary"] = summarize(two_seeds, list(accuracy), "accuracy", "softmax")
+    results = dataclasses.replace(
+        results, summary=tuple(summarize(two_seeds, list(accuracy), "accuracy", "softmax")))
     assert verdict_summary(results) == [
         "Each method is compared with softmax seed by seed, but at most 2 seeds are shared with "
         "it: too few to tell whether any method differs from softmax (at least 3 are needed). "

@@ -24,8 +24,8 @@ def test_half_written_summary_diagnostics_and_cost_are_named_and_recomputed(tmp_
     task = majority_task(num_train=48, num_eval=16, seed=int(rng.integers(1000)))
     config = tiny_comparison(tmp_path, seeds=[0], cost_rounds=1, cost_warmup_steps=1)
     first = compare(config, task=task, echo=lambda line: None, jobs=1)
-    summary = Path(config.run_config("softmax", 0).output_dir) / "summary.json"
-    diagnostics = Path(config.run_config("gfsa", 0).output_dir) / "diagnostics.json"
+    summary = Path(config.plan("softmax", 0).config.output_dir) / "summary.json"
+    diagnostics = Path(config.plan("gfsa", 0).config.output_dir) / "diagnostics.json"
     cost = tmp_path / "cost.json"
     for path in (summary, diagnostics, cost):
         _cut_short(path, rng)

@@ -53,7 +53,7 @@ def test_a_tiny_b3db_regression_comparison_writes_rmse_rows(tmp_path):
                                  diagnostics_batches=1)
     results = compare(config, echo=lambda line: None)
     saved = json.loads((tmp_path / "compare" / "results.json").read_text())
-    assert saved["metric"] == results["metric"] == "rmse"
+    assert saved["metric"] == results.metric == "rmse"
     assert saved["task"]["kind"] == "graph_regression" and saved["task"]["num_train"] == 64
     rows = {row["method"]: row for row in saved["summary"]}
     for row in rows.values():

@@ -71,12 +71,12 @@ def test_compare_reports_the_paired_time_or_says_it_is_the_in_training_one(tmp_p
                                  cost_warmup_steps=1, diagnostics_batches=1)
     results = compare(config, task=majority_task(num_train=48, num_eval=16),
                       echo=lambda line: None)
-    assert results["cost"]["measure"] == ("paired" if rounds else "in-training")
-    for run in results["runs"]:
+    assert results.cost["measure"] == ("paired" if rounds else "in-training")
+    for run in results.runs:
         assert math.isfinite(run["step_time_s"]) and run["step_time_s"] > 0
         assert run["train_step_time_s"] > 0 and run["train_time_s"] > 0
         if rounds:
-            paired = results["cost"]["seeds"]["0"]["step_time_s"][run["method"]]
+            paired = results.cost["seeds"]["0"]["step_time_s"][run["method"]]
             assert run["step_time_s"] == paired
         else:
             assert run["step_time_s"] == run["train_step_time_s"]

@@ -74,28 +74,28 @@ def diverging_comparison(tmp_path_factory):
 def test_a_comparison_records_diverged_runs_and_goes_on(diverging_comparison):
     config, _, results, lines = diverging_comparison
     assert sum("diverged at step" in line for line in lines) == 2
-    hot = [r for r in results["runs"] if r["method"] == "hot"]
+    hot = [r for r in results.runs if r["method"] == "hot"]
     assert all(r["diverged"]["reason"] == "loss is nan" and r["diverged"]["step"] >= 1
                for r in hot)
     assert all(r[key] is None for r in hot
                for key in ("test_accuracy", "validation_accuracy", "step_time_s",
                            "train_time_s", "peak_memory_bytes", "last_layer_cosine_similarity"))
-    softmax = [r for r in results["runs"] if r["method"] == "softmax"]
+    softmax = [r for r in results.runs if r["method"] == "softmax"]
     assert all(r["diverged"] is None and r["test_accuracy"] is not None for r in softmax)
-    rows = {row["method"]: row for row in results["summary"]}
+    rows = {row["method"]: row for row in results.summary}
     assert (rows["hot"]["runs"], rows["hot"]["diverged"], rows["softmax"]["diverged"]) == (2, 2, 0)
     # No statistic is computed from a diverged run.
     assert rows["hot"]["test_accuracy_mean"] is None and rows["hot"]["step_time_s_median"] is None
     assert all(d["seeds"] == 0 and d["mean"] is None
                for d in rows["hot"]["difference"].values())
-    assert "hot" not in results["diagnostics"]
+    assert "hot" not in results.diagnostics
     assert not (config.output_dir / "runs" / "hot" / "seed-0" / "diagnostics.json").exists()
     table = {row["method"]: row for row in csv.DictReader(
         (config.output_dir / "results.csv").open())}
     assert (table["hot"]["diverged"], table["softmax"]["diverged"]) == ("2", "0")
     assert table["hot"]["test_accuracy_mean"] == ""
     saved = json.loads((config.output_dir / "results.json").read_text())
-    assert [r["diverged"] for r in saved["runs"]] == [r["diverged"] for r in results["runs"]]
+    assert [r["diverged"] for r in saved["runs"]] == [r["diverged"] for r in results.runs]
     report = (config.output_dir / "report.html").read_text()
     assert "2 of 4 runs diverged" in report and "hot seed 1 at step" in report
     assert "2 (2 diverged)" in report
@@ -106,4 +106,4 @@ def test_a_rerun_reuses_the_diverged_runs(diverging_comparison):
     lines = []
     again = compare(config, task=task, echo=lines.append)
     assert sum("(reused): diverged at step" in line for line in lines) == 2
-    assert [r["diverged"] for r in again["runs"]] == [r["diverged"] for r in results["runs"]]
+    assert [r["diverged"] for r in again.runs] == [r["diverged"] for r in results.runs]

@@ -13,6 +13,7 @@ import torch
 
 from filterformer.training import load_checkpoint
 from filterformer.training.compare import compare, load_compare_config
+from filterformer.training.compare.comparison_results import ComparisonResults
 from filterformer.training.compare.execution import RunFailedError, available_cpus, default_jobs
 
 from .helpers import majority_task
@@ -31,8 +32,8 @@ def tiny_comparison(out: Path, **options):
     return load_compare_config(None, settings, **options)
 
 
-def run_records(results: dict) -> list[dict]:
-    return [{k: v for k, v in run.items() if k not in MACHINE_FIELDS} for run in results["runs"]]
+def run_records(results: ComparisonResults) -> list[dict]:
+    return [{k: v for k, v in run.items() if k not in MACHINE_FIELDS} for run in results.runs]
 
 
 @pytest.mark.slow
@@ -66,7 +67,7 @@ def test_a_failed_run_is_named_and_the_finished_ones_are_kept(tmp_path, jobs):
     task = majority_task(num_train=48, num_eval=16)
     config = tiny_comparison(tmp_path)
     # A stopped run whose checkpoint was damaged: resuming it fails.
-    broken = Path(config.run_config("gfsa", 1).output_dir) / "checkpoints" / "last.pt"
+    broken = Path(config.plan("gfsa", 1).config.output_dir) / "checkpoints" / "last.pt"
     broken.parent.mkdir(parents=True)
     broken.write_bytes(b"not a checkpoint")
     with pytest.raises(RunFailedError) as failed:
@@ -78,13 +79,13 @@ def test_a_failed_run_is_named_and_the_finished_ones_are_kept(tmp_path, jobs):
     assert [name for name, _, _ in failed.value.failures] == ["gfsa seed 1"]
     # The runs that came before it finished and are reused by the next comparison.
     for seed in (0, 1):
-        assert (Path(config.run_config("softmax", seed).output_dir) / "summary.json").is_file()
+        assert (Path(config.plan("softmax", seed).config.output_dir) / "summary.json").is_file()
     broken.unlink()
     lines: list[str] = []
     compare(config, task=task, echo=lines.append, jobs=1)
     assert sum("(reused)" in line for line in lines) >= 2
     assert any(line.startswith("[4/4] gfsa seed 1 (trained)") for line in lines), lines
-    summaries = [json.loads((Path(config.run_config(m, s).output_dir) / "summary.json")
+    summaries = [json.loads((Path(config.plan(m, s).config.output_dir) / "summary.json")
                             .read_text()) for m in config.methods for s in config.seeds]
     assert all(summary["completed"] for summary in summaries)
 

@@ -196,7 +196,7 @@ def test_compare_writes_each_runs_activity_and_says_it_per_method(tmp_path):
     results = compare(config, task=majority_task(num_train=48, num_eval=16),
                       echo=lambda line: None)
     on_disk = json.loads((tmp_path / "results.json").read_text())
-    assert on_disk["method_activity"] == results["method_activity"]
+    assert on_disk["method_activity"] == results.method_activity
     for run in on_disk["runs"]:
         summary = json.loads((tmp_path / "runs" / run["method"] / f"seed-{run['seed']}"
                               / "summary.json").read_text())

@@ -308,12 +308,12 @@ def test_a_pretrained_comparison_fine_tunes_minilm_with_and_without_gfsa(tmp_pat
                            diagnostics_batches=1, cost_rounds=1, cost_warmup_steps=1)
     lines: list[str] = []
     results = compare(config, task=sentiment, echo=lines.append)
-    assert results["pretrained"] == MINILM
+    assert results.pretrained == MINILM
     assert json.loads((tmp_path / "results.json").read_text())["pretrained"] == MINILM
     assert f"pretrained model <b>{MINILM}</b>" in (tmp_path / "report.html").read_text()
-    assert [(r["method"], r["seed"], r["steps"]) for r in results["runs"]] == [
+    assert [(r["method"], r["seed"], r["steps"]) for r in results.runs] == [
         ("softmax", 0, 3), ("softmax", 1, 3), ("gfsa", 0, 3), ("gfsa", 1, 3)]
-    for run in results["runs"]:
+    for run in results.runs:
         assert len(run["cosine_similarity_per_layer"]) == 6 + 1
         assert -1.0 <= run["last_layer_cosine_similarity"] <= 1.0
         state = load_checkpoint(Path(run["run_dir"]) / "checkpoints" / "best.pt")

@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"filterformer compare: error: {err}", file=sys.stderr)
         return 2
     out = config.output_dir
-    print(f"compared {len(results['methods'])} methods × {len(results['seeds'])} seeds in "
-          f"{results['elapsed_s'] / 60:.1f} min")
+    print(f"compared {len(results.methods)} methods × {len(results.seeds)} seeds in "
+          f"{results.elapsed_s / 60:.1f} min")
     print(f"report: {out / 'report.html'}\ntable: {out / 'results.csv'}\n"
           f"results: {out / 'results.json'}")
     return 0

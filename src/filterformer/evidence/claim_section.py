@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from ..training.compare.comparison_results import RESULTS_FILE, ComparisonResults
 from ..training.compare.statistics import compared_metrics
 from .claims import Claim
-from .comparisons import comparison_seeds, metric_direction, metric_mean_std, near_names
+from .comparisons import metric_direction, metric_mean_std, near_names
 from .figures import claim_figure_path, figure_caption
 from .history import FIXED, POST_HOC
 from .judged_rows import JudgedRow, paper_effect_place, verdict_text
@@ -37,14 +37,14 @@ def _location(results_root: Path, name: str, document_dir: Path) -> str:
     return f"`{relative_link(results_root / name, document_dir)}`"
 
 
-def _methods_table(results: dict[str, Any]) -> list[str]:
+def _methods_table(results: ComparisonResults) -> list[str]:
     """Every method's test and validation metric, last-layer cosine and time ratio."""
-    metric, baseline = results["metric"], results["baseline"]
+    metric, baseline = results.metric, results.baseline
     test, validation = f"test_{metric}", f"validation_{metric}"
     cosine = "last_layer_cosine_similarity"
     rows = []
-    for method in results["methods"]:
-        row = next(r for r in results["summary"] if r["method"] == method)
+    for method in results.methods:
+        row = results.summary_row(method, RESULTS_FILE)
         name = method_text(results, method) + (" — baseline" if method == baseline else "")
         rows.append([name, *(format_mean_std(k, *metric_mean_std(results, method, k))
                              for k in (test, validation, cosine)),
@@ -55,7 +55,7 @@ def _methods_table(results: dict[str, Any]) -> list[str]:
     return table(header, rows)
 
 
-def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
+def _tuning_lines(name: str, tuning: ComparisonResults | None, results_root: Path,
                   document_dir: Path, several: bool) -> list[str]:
     """The baseline's hyperparameter selection in results directory ``name``: every entry's
     validation metric, the best marked (``several``: the claim has more than one)."""
@@ -63,16 +63,16 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     lines = ["### Hyperparameters chosen on validation" + (f": {name}" if several else ""), ""]
     if tuning is None:
         return [*lines, f"Not run yet ({where}).", ""]
-    metric = tuning["metric"]
+    metric = tuning.metric
     validation = f"validation_{metric}"
     higher = compared_metrics(metric)[f"test_{metric}"]
-    means = {m: metric_mean_std(tuning, m, validation) for m in tuning["methods"]}
-    ranked = [m for m in tuning["methods"] if means[m][0] is not None]
+    means = {m: metric_mean_std(tuning, m, validation) for m in tuning.methods}
+    ranked = [m for m in tuning.methods if means[m][0] is not None]
     chosen = (max if higher else min)(ranked, key=lambda m: means[m][0]) if ranked else None
-    shared_lr = ((tuning.get("budget") or {}).get("optimizer") or {}).get("lr")
+    shared_lr = (tuning.budget.get("optimizer") or {}).get("lr")
     rows = []
-    for method in tuning["methods"]:
-        entry = (tuning.get("method_entries") or {}).get(method) or {}
+    for method in tuning.methods:
+        entry = tuning.method_entries.get(method) or {}
         overrides = dict(entry.get("set") or {})
         lr = overrides.pop("optimizer.lr", shared_lr)
         others = ", ".join(f"{k}={config_text(v)}" for k, v in overrides.items()) or "–"
@@ -82,7 +82,7 @@ def _tuning_lines(name: str, tuning: dict[str, Any] | None, results_root: Path,
     best = "highest" if higher else "lowest"
     return [
         *lines,
-        f"From {where}, seeds {', '.join(map(str, comparison_seeds(tuning)))}: the entry with the "
+        f"From {where}, seeds {', '.join(map(str, tuning.run_seeds()))}: the entry with the "
         f"{best} mean {metric_label(validation)} is chosen (a tie goes to the entry listed "
         "first; the test split chooses nothing).",
         "",
@@ -132,7 +132,7 @@ def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
             ours, diff, seeds, p = "–", "–", "–", "–"
         else:
             pairs = ([(row.versus, test.method), (results, test.method)] if test.versus
-                     else [(results, results["baseline"]), (results, test.method)])
+                     else [(results, results.baseline), (results, test.method)])
             ours = " → ".join(format_mean_std(test.metric,
                                               *metric_mean_std(compared, m, test.metric))
                               for compared, m in pairs)
@@ -159,7 +159,7 @@ def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
     return table(header, body)
 
 
-def _figure_lines(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None],
+def _figure_lines(claim: Claim, comparisons: Mapping[str, ComparisonResults | None],
                   results_root: Path, document_dir: Path) -> list[str]:
     """The key figure's link and caption, or where it will be while its results are missing
     (a ``file`` figure missing beside results that have run is an error unless the claim is
@@ -187,8 +187,8 @@ def _figure_lines(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None]
 
 def claim_section(
     claim: Claim,
-    comparisons: Mapping[str, dict[str, Any] | None],
-    tunings: Mapping[str, dict[str, Any] | None],
+    comparisons: Mapping[str, ComparisonResults | None],
+    tunings: Mapping[str, ComparisonResults | None],
     rows: list[JudgedRow],
     results_root: Path,
     document_dir: Path,

@@ -11,10 +11,15 @@ deviations and each method's ``difference`` from the baseline are taken as writt
 from __future__ import annotations
 
 import difflib
-import json
 from pathlib import Path
 from typing import Any
 
+from ..training.compare.comparison_results import (
+    RESULTS_FILE,
+    ComparisonResults,
+    check_schema_version,
+    read_results_data,
+)
 from ..training.compare.statistics import compared_metrics, mean_std, paired_difference
 from ..training.evaluation import MODEL_SELECTION
 from .results_checks import check_results
@@ -22,20 +27,13 @@ from .results_checks import check_results
 __all__ = [
     "RESULTS_FILE",
     "compared_keys",
-    "comparison_seeds",
-    "dotted_value",
     "load_comparison",
     "method_difference",
     "metric_direction",
     "metric_mean_std",
     "near_names",
-    "seed_values",
     "setting_difference",
-    "summary_row",
 ]
-
-#: The file of a results directory that holds the comparison.
-RESULTS_FILE = "results.json"
 
 
 def near_names(path: Path) -> str:
@@ -50,8 +48,8 @@ def near_names(path: Path) -> str:
 
 
 def load_comparison(results_root: str | Path, name: str, *,
-                    pending: bool = False) -> dict[str, Any] | None:
-    """The content of ``<results_root>/<name>/results.json``, checked.
+                    pending: bool = False) -> ComparisonResults | None:
+    """The comparison in ``<results_root>/<name>/results.json``, checked.
 
     Args:
         results_root: the directory of the comparisons' results directories.
@@ -61,8 +59,10 @@ def load_comparison(results_root: str | Path, name: str, *,
 
     Raises:
         ValueError: naming the path: the directory or its ``results.json`` is missing (unless
-            ``pending``), the file cannot be read, is not JSON, or fails
-            :func:`~filterformer.evidence.results_checks.check_results`.
+            ``pending``), the file cannot be read, is not JSON, is of a schema version this
+            library does not read
+            (:func:`~filterformer.training.compare.comparison_results.check_schema_version`), or
+            fails :func:`~filterformer.evidence.results_checks.check_results`.
     """
     directory = Path(results_root) / name
     path = directory / RESULTS_FILE
@@ -76,23 +76,9 @@ def load_comparison(results_root: str | Path, name: str, *,
                              f"name, or {how}")
         raise ValueError(f"{path} does not exist: the comparison has not finished (run it to "
                          f"the end), or {how}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start}): not a "
-                         "results.json written by filterformer compare") from None
-    except OSError as err:
-        raise ValueError(f"{path} cannot be read: {err.strerror or err}") from None
-    try:
-        results = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from None
-    return check_results(results, path)
-
-
-def comparison_seeds(results: dict[str, Any]) -> list[int]:
-    """The comparison's seeds: its ``seeds``, else those of its run records."""
-    return results.get("seeds") or sorted({run["seed"] for run in results["runs"]})
+    data = read_results_data(path)
+    check_schema_version(data, path)  # before the checks of a layout the file may not have
+    return ComparisonResults.from_dict(check_results(data, path), path)
 
 
 def compared_keys() -> tuple[str, ...]:
@@ -102,44 +88,15 @@ def compared_keys() -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys))
 
 
-def dotted_value(results: dict[str, Any], path: str, where: str) -> Any:
-    """The value at a dotted path of ``results`` (``budget.model.depth``); ValueError naming
-    ``where`` and the keys present when it is missing."""
-    value: Any = results
-    for i, part in enumerate(path.split(".")):
-        if not isinstance(value, dict) or part not in value:
-            present = ", ".join(map(str, value)) if isinstance(value, dict) else "(not a mapping)"
-            prefix = ".".join(path.split(".")[:i]) or "results.json"
-            raise ValueError(f"{where}: {path!r} is not in results.json ({prefix} has: "
-                             f"{present})")
-        value = value[part]
-    return value
-
-
-def summary_row(results: dict[str, Any], method: str, where: str) -> dict[str, Any]:
-    """The summary row of ``method``; ValueError naming ``where`` and the compared methods
-    when it is not one of them."""
-    for row in results["summary"]:
-        if row["method"] == method:
-            return row
-    raise ValueError(f"{where}: method {method!r} is not compared there; methods: "
-                     f"{', '.join(results['methods'])}")
-
-
-def seed_values(results: dict[str, Any], method: str, key: str) -> dict[int, float | None]:
-    """Per seed, the run record's value of ``key`` for ``method`` (None where missing)."""
-    return {run["seed"]: run.get(key) for run in results["runs"] if run["method"] == method}
-
-
-def metric_mean_std(results: dict[str, Any], method: str,
+def metric_mean_std(results: ComparisonResults, method: str,
                     key: str) -> tuple[float | None, float | None]:
     """The mean ± std over seeds of run-record key ``key`` for ``method``: the summary's
     ``<key>_mean`` and ``<key>_std`` when it has them, else computed from the runs as compare
     computes them (:func:`~filterformer.training.compare.statistics.mean_std`)."""
-    row = summary_row(results, method, "results.json")
+    row = results.summary_row(method, RESULTS_FILE)
     if f"{key}_mean" in row and f"{key}_std" in row:
         return row[f"{key}_mean"], row[f"{key}_std"]
-    return mean_std(list(seed_values(results, method, key).values()))
+    return mean_std(list(results.seed_values(method, key).values()))
 
 
 def metric_direction(key: str) -> bool | None:
@@ -152,7 +109,7 @@ def metric_direction(key: str) -> bool | None:
     return None
 
 
-def method_difference(results: dict[str, Any], method: str, metric: str,
+def method_difference(results: ComparisonResults, method: str, metric: str,
                       where: str) -> dict[str, Any]:
     """The method's paired ``difference`` from the baseline on ``metric`` (``mean``,
     ``ci_low``, ``ci_high``, ``verdict``, ``seeds``), as ``results.json`` holds it.
@@ -161,10 +118,10 @@ def method_difference(results: dict[str, Any], method: str, metric: str,
         ValueError: naming ``where``, when the method is not compared, is the baseline, or has
             no difference on ``metric`` (with the metrics it has).
     """
-    row = summary_row(results, method, where)
-    if method == results["baseline"]:
+    row = results.summary_row(method, where)
+    if method == results.baseline:
         raise ValueError(f"{where}: method {method!r} is the baseline; a test row needs another "
-                         f"method (compared: {', '.join(results['methods'])})")
+                         f"method (compared: {', '.join(results.methods)})")
     differences = row["difference"]  # every other method's, as check_results ensures
     if metric not in differences:
         raise ValueError(f"{where}: metric {metric!r} is not compared in results.json; compared "
@@ -172,7 +129,7 @@ def method_difference(results: dict[str, Any], method: str, metric: str,
     return differences[metric]
 
 
-def setting_difference(results: dict[str, Any], versus: dict[str, Any], method: str,
+def setting_difference(results: ComparisonResults, versus: ComparisonResults, method: str,
                        metric: str, where: str) -> dict[str, Any]:
     """``method`` in one comparison against itself in another, seed by seed: the paired
     difference ``results − versus`` on run-record key ``metric``, with its interval and
@@ -188,6 +145,6 @@ def setting_difference(results: dict[str, Any], versus: dict[str, Any], method: 
         raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
                          f"{', '.join(compared_keys())}")
     for compared in (results, versus):
-        summary_row(compared, method, where)
-    return paired_difference(seed_values(results, method, metric),
-                             seed_values(versus, method, metric), higher).to_dict()
+        compared.summary_row(method, where)
+    return paired_difference(results.seed_values(method, metric),
+                             versus.seed_values(method, metric), higher).to_dict()

@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from ..training.compare.comparison_results import ComparisonResults
 from ..training.run_files import write_text
 from .claim_section import claim_heading, claim_section
 from .claims import Claim, load_claims
@@ -152,7 +152,7 @@ def _summary(claims: Sequence[Claim], rows: dict[str, list[JudgedRow]]) -> list[
     return ["## Summary", "", *table(["claim", "title", "verdict per test row"], body), ""]
 
 
-def _load(claim: Claim, role: str, name: str, results_root: Path) -> dict[str, Any] | None:
+def _load(claim: Claim, role: str, name: str, results_root: Path) -> ComparisonResults | None:
     """A ``results`` or ``tuning`` directory's comparison, errors naming the claim."""
     try:
         return load_comparison(results_root, name, pending=claim.pending)
@@ -190,7 +190,7 @@ def render_document(claims: Sequence[Claim], results_root: str | Path, output_pa
     figures = []
     history = ClaimsHistory(claims_path)
     for claim in claims:
-        comparisons: dict[str, dict[str, Any] | None] = {
+        comparisons: dict[str, ComparisonResults | None] = {
             s.results: _load(claim, "setting", s.results, results_root) for s in claim.settings}
         tunings = {name: _load(claim, "tuning", name, results_root) for name in claim.tuning}
         rows[claim.id] = judge_claim(claim, comparisons, history, results_root)

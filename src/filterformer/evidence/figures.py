@@ -24,9 +24,9 @@ from matplotlib.ticker import MaxNLocator
 from scipy.stats import t as student_t
 
 from ..diagnostics.figures import save_figure
+from ..training.compare.comparison_results import ComparisonResults
 from ..training.compare.statistics import CONFIDENCE
 from .claims import Claim, Setting
-from .comparisons import dotted_value, seed_values
 from .numbers import metric_label, metric_scale
 
 __all__ = ["claim_figure_path", "draw_claim_figure", "figure_caption", "mean_interval"]
@@ -34,7 +34,7 @@ __all__ = ["claim_figure_path", "draw_claim_figure", "figure_caption", "mean_int
 #: Line styles of a trend's groups, in order of appearance.
 _LINE_STYLES = ("-", "--", ":", "-.")
 #: A comparison of a claim: its setting and its results (None: not run yet).
-Comparison = tuple[Setting, dict[str, Any] | None]
+Comparison = tuple[Setting, ComparisonResults | None]
 
 
 def mean_interval(values: Sequence[float | None]) -> tuple[float, float, float] | None:
@@ -98,9 +98,9 @@ def _draw_line(ax: Axes, xs: Sequence[float], points: Sequence[tuple[float, floa
         ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, **style)
 
 
-def _single_value(results: dict[str, Any], path: str, where: str) -> Any:
+def _single_value(results: ComparisonResults, path: str, where: str) -> Any:
     """A trend's x or group value: a number, text, a bool or null, not a mapping or list."""
-    value = dotted_value(results, path, where)
+    value = results.value_at(path, where)
     if isinstance(value, (dict, list)):
         raise ValueError(f"{where}: {path!r} is {value!r} in results.json, not a single value "
                          "(a number or text) to draw along: name a path to one")
@@ -112,7 +112,7 @@ def _check_run_key(claim: Claim, ran: Sequence[Comparison], key: str) -> None:
     a misspelt key would draw an empty panel."""
     present: set[str] = set()
     for setting, results in ran:
-        for run in results["runs"]:
+        for run in results.runs:
             present.update(run)
             value = run.get(key)
             if value is not None and (isinstance(value, bool)
@@ -135,7 +135,7 @@ def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
                 for s, r in ran}
     numeric = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in x_of.values())
     categories = list(dict.fromkeys(map(str, x_of.values())))
-    methods = list(dict.fromkeys(m for _, r in ran for m in r["methods"]))
+    methods = list(dict.fromkeys(m for _, r in ran for m in r.methods))
     groups = list(dict.fromkeys(group_of.values()))
     colors = {m: f"C{i % 10}" for i, m in enumerate(methods)}
     for metric in spec.metrics:
@@ -147,9 +147,9 @@ def _draw_trend(claim: Claim, comparisons: Sequence[Comparison]) -> Figure:
             for g, group in enumerate(groups):
                 line = []
                 for setting, results in ran:
-                    if group_of[setting.results] != group or method not in results["methods"]:
+                    if group_of[setting.results] != group or method not in results.methods:
                         continue
-                    point = mean_interval(list(seed_values(results, method, metric).values()))
+                    point = mean_interval(list(results.seed_values(method, metric).values()))
                     x = x_of[setting.results]
                     if point is not None:
                         line.append((x if numeric else categories.index(str(x)), point))
@@ -175,8 +175,8 @@ def _draw_layers(comparisons: Sequence[Comparison]) -> Figure:
     ran = [(s, r) for s, r in comparisons if r is not None]
     figure, axes = _panels(len(ran))
     for ax, (setting, results) in zip(axes, ran, strict=True):
-        for method in results["methods"]:
-            curves = [c for c in seed_values(results, method, "cosine_similarity_per_layer")
+        for method in results.methods:
+            curves = [c for c in results.seed_values(method, "cosine_similarity_per_layer")
                       .values() if c]
             if not curves:
                 continue

@@ -16,11 +16,14 @@ import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .claims import ClaimTest
+
+if TYPE_CHECKING:
+    from ..training.compare.comparison_results import ComparisonResults
 
 __all__ = ["FIXED", "POST_HOC", "UNKNOWN", "ClaimsHistory", "RowKey", "claim_row_key",
            "row_keys"]
@@ -135,14 +138,14 @@ class ClaimsHistory:
             anchors.append(parent.strip() if parent else "")  # "": no parent, no claims file
         return tuple(anchors)
 
-    def status(self, key: RowKey, results: list[tuple[Path, dict[str, Any]]]) -> str:
+    def status(self, key: RowKey, results: list[tuple[Path, ComparisonResults]]) -> str:
         """:data:`FIXED`, :data:`POST_HOC` or :data:`UNKNOWN` for a row's decisions ``key``
         judged from ``results`` (each results file's path and content)."""
         if self._repository is None or self._claims is None:
             return UNKNOWN
         known = True
         for path, content in results:
-            anchors = self._anchors(path, (content.get("provenance") or {}).get("commit"))
+            anchors = self._anchors(path, (content.provenance or {}).get("commit"))
             known = known and bool(anchors)
             if any(not commit or key not in self._keys_at(commit) for commit in anchors):
                 return POST_HOC

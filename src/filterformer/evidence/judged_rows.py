@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..training.compare.comparison_results import RESULTS_FILE, ComparisonResults
 from ..training.compare.statistics import MIN_SEEDS
 from .claims import Claim, ClaimTest, Setting
-from .comparisons import RESULTS_FILE, method_difference, metric_direction, setting_difference
+from .comparisons import method_difference, metric_direction, setting_difference
 from .history import POST_HOC, UNKNOWN, ClaimsHistory, claim_row_key
 from .power import detectable_effect, difference_sd, seeds_needed
 from .verdicts import INCONCLUSIVE, adjusted_verdict, row_p_value, row_verdict
@@ -47,10 +48,10 @@ class JudgedRow:
 
     test: ClaimTest
     setting: Setting
-    results: dict[str, Any] | None
+    results: ComparisonResults | None
     difference: dict[str, Any] | None
     verdict: str
-    versus: dict[str, Any] | None = None
+    versus: ComparisonResults | None = None
     p_value: float | None = None
     adjusted_p: float | None = None
     adjusted_verdict: str | None = None
@@ -86,13 +87,13 @@ def paper_effect_place(row: JudgedRow) -> str | None:
 
 
 def _results_files(results_root: Path | None, names: Sequence[str],
-                   comparisons: Mapping[str, dict[str, Any] | None]) -> list[tuple[Path,
-                                                                                  dict[str, Any]]]:
+                   comparisons: Mapping[str, ComparisonResults | None]
+                   ) -> list[tuple[Path, ComparisonResults]]:
     root = Path(results_root) if results_root is not None else Path()
     return [(root / name / RESULTS_FILE, comparisons[name]) for name in names]
 
 
-def judge_claim(claim: Claim, comparisons: Mapping[str, dict[str, Any] | None],
+def judge_claim(claim: Claim, comparisons: Mapping[str, ComparisonResults | None],
                 history: ClaimsHistory | None = None,
                 results_root: str | Path | None = None) -> list[JudgedRow]:
     """Every test row of ``claim`` on each of its settings, in the claims file's order.

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonsafe import first_non_finite
+from ..training.compare.comparison_results import REQUIRED_KEYS
 from ..training.compare.statistics import VERDICTS, compared_metrics
 from ..training.evaluation import MODEL_SELECTION
 
 __all__ = ["REQUIRED_KEYS", "check_results"]
 
-#: The keys every ``results.json`` has; a file without one is not compare's.
-REQUIRED_KEYS = ("metric", "methods", "baseline", "summary", "runs")
 #: Optional mappings of ``results.json`` whose keys the document reads.
 _MAPPINGS = ("task", "budget", "provenance", "method_entries")
 _BUDGET_MAPPINGS = ("model", "optimizer", "schedule", "task_options")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..training.compare.comparison_results import ComparisonResults
 from ..training.compare.html_report import budget_length
-from .comparisons import comparison_seeds
 from .numbers import format_wall_time
 
 __all__ = ["config_text", "method_text", "provenance_text", "setup_lines"]
@@ -29,9 +29,8 @@ def config_text(value: Any) -> str:
     return str(value)
 
 
-def _task_text(results: dict[str, Any]) -> str:
-    task = results.get("task") or {}
-    budget = results.get("budget") or {}
+def _task_text(results: ComparisonResults) -> str:
+    task, budget = results.task, results.budget
     text = f"`{task.get('name', budget.get('task', 'unknown'))}`"
     if task.get("kind"):
         text += f" ({task['kind']})"
@@ -47,9 +46,9 @@ def _task_text(results: dict[str, Any]) -> str:
     return text
 
 
-def _model_text(results: dict[str, Any]) -> str:
-    budget = results.get("budget") or {}
-    pretrained = results.get("pretrained") or budget.get("pretrained")
+def _model_text(results: ComparisonResults) -> str:
+    budget = results.budget
+    pretrained = results.pretrained or budget.get("pretrained")
     model = budget.get("model") or {}
     text = f"pretrained `{pretrained}`, fine-tuned" if pretrained else "trained from scratch"
     if model:
@@ -79,10 +78,10 @@ def _budget_text(budget: dict[str, Any]) -> str:
     return f"{budget_length(budget)}, batch size {budget.get('batch_size')}"
 
 
-def provenance_text(results: dict[str, Any]) -> str:
+def provenance_text(results: ComparisonResults) -> str:
     """``commit `abc1234` (+ local changes)`` and the command, ``unknown`` where the results do
     not record them."""
-    record = results.get("provenance") or {}
+    record = results.provenance or {}
     commit = record.get("commit")
     text = f"commit `{commit[:7]}`" if commit else "commit unknown"
     if commit and record.get("modified"):
@@ -91,26 +90,26 @@ def provenance_text(results: dict[str, Any]) -> str:
     return text + (f", command `{command}`" if command else ", command unknown")
 
 
-def method_text(results: dict[str, Any], method: str) -> str:
+def method_text(results: ComparisonResults, method: str) -> str:
     """A method's name, with its preset(s) and own overrides when the entry has them
     (``gfsa-even (gfsa; model.attention_layers=[1, 3, 5])``)."""
-    entry = (results.get("method_entries") or {}).get(method) or {}
+    entry = results.method_entries.get(method) or {}
     preset, overrides = entry.get("method", method), entry.get("set") or {}
     extra = [preset] if preset != method else []
     extra += [f"{k}={config_text(v)}" for k, v in overrides.items()]
     return f"{method} ({'; '.join(extra)})" if extra else method
 
 
-def setup_lines(results: dict[str, Any]) -> list[str]:
+def setup_lines(results: ComparisonResults) -> list[str]:
     """A comparison's setup as Markdown list items (without the leading ``- ``)."""
-    budget = results.get("budget") or {}
-    seeds = comparison_seeds(results)
+    budget = results.budget
+    seeds = results.run_seeds()
     return [
         f"task: {_task_text(results)}",
         f"model: {_model_text(results)}",
         f"optimiser: {_optimizer_text(budget)}",
         f"budget: {_budget_text(budget)}; seeds "
-        f"{', '.join(map(str, seeds))}; baseline {results['baseline']}",
+        f"{', '.join(map(str, seeds))}; baseline {results.baseline}",
         f"made by {provenance_text(results)}; wall time "
-        f"{format_wall_time(results.get('elapsed_s'))}",
+        f"{format_wall_time(results.elapsed_s)}",
     ]

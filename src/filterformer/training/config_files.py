@@ -37,6 +37,7 @@ __all__ = [
     "load_yaml",
     "read_config_file",
     "save_config",
+    "set_values",
 ]
 
 #: File suffixes read as YAML or TOML.
@@ -166,7 +167,6 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         ValueError: for text without ``=``, or a key the config does not have (listing the
             valid keys at that level).
     """
-    data = copy.deepcopy(data)
     parsed = []
     for override in overrides:
         key, sep, text = override.partition("=")
@@ -174,14 +174,41 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         if not sep or not all(path):
             raise ValueError(f"override {override!r} must look like key=value or key.sub=value")
         parsed.append((path, parse_text(text, _hint_at(path))))
+    return _set_paths(data, parsed)
+
+
+def set_values(data: dict[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with each dotted key of ``values`` set to its value (a new dict; ``data`` is
+    unchanged), as :func:`apply_overrides` sets them, from values instead of text.
+
+    A string where the field takes no string (YAML 1.1 reads ``1e-3`` as text) is typed as the
+    command line types it (:func:`~filterformer.training.config_values.parse_text`).
+
+    Raises:
+        ValueError: for a key the config does not have (listing the valid keys at that level).
+    """
+    typed = []
+    for key, value in values.items():
+        path = key.strip().split(".")
+        if not all(path):
+            raise ValueError(f"config key {key!r} must look like key or key.sub")
+        hint = _hint_at(path)
+        typed.append((path, parse_text(value, hint) if isinstance(value, str) else value))
+    return _set_paths(data, typed)
+
+
+def _set_paths(data: dict[str, Any], values: Sequence[tuple[list[str], Any]]) -> dict[str, Any]:
+    """``data`` (copied) with each ``(path, value)`` set, missing mappings on the way filled
+    from the defaults; a changed ``task`` drops the previous task's options."""
+    data = copy.deepcopy(data)
     defaults = TrainConfig().to_dict()
     task = data.get("task", defaults["task"])
-    for path, value in parsed:
+    for path, value in values:
         if path == ["task"] and value != task:
             data.pop("task_options", None)
             task = value
     defaults["task_options"] = default_task_options(task)
-    for path, value in parsed:
+    for path, value in values:
         target, level_defaults = data, defaults
         for part in path[:-1]:
             if target.get(part) is None:

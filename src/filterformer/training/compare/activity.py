@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...method_parameters import METHOD_LABELS
+from .comparison_results import ComparisonResults
 
 __all__ = ["activity_sentences", "activity_summary"]
 
@@ -42,12 +43,12 @@ def _runs(count: int) -> str:
     return f"{count} run{'' if count == 1 else 's'}"
 
 
-def activity_sentences(results: dict[str, Any]) -> list[str]:
+def activity_sentences(results: ComparisonResults) -> list[str]:
     """One sentence per compared method with parameters of its own, e.g. ``gfsa: GFSA
     coefficients (w0, w1, wK) moved at most 0.004 from their start (largest over 3 runs); the
     learned filter response at most 0.0061.``; and one per method with unmeasured runs."""
     sentences = []
-    for method, entry in results.get("method_activity", {}).items():
+    for method, entry in results.method_activity.items():
         over = f"largest over {_runs(entry['runs_measured'])}"
         for kind, moved in entry["parameters"].items():
             text = (f"{method}: {METHOD_LABELS[kind]} moved at most {moved['max_abs_change']:.2g} "

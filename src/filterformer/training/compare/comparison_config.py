@@ -7,27 +7,27 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...checks import check_integer
-from ...methods import DEFAULT_METHODS, method_changes
+from ...methods import DEFAULT_METHODS
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
 from ..run_config import TrainConfig, check_seed
+from .method_entry import MethodEntry
 from .pretrained_defaults import drop_default_architecture, patchable_default_methods
+from .run_plans import RunPlan, plan_runs
 
 __all__ = [
     "DEFAULT_COMPARE_CONFIG",
     "METHOD_FIELDS",
     "CompareConfig",
     "MethodEntry",
+    "RunPlan",
     "load_compare_config",
 ]
 
@@ -49,73 +49,6 @@ DEFAULT_COMPARE_CONFIG: dict[str, Any] = {
 #: Model fields the method presets set: a comparison's base config must leave them alone.
 METHOD_FIELDS = ("attention", "attention_options", "attention_layers", "neutreno_lambda",
                  "neutreno_learnable", "neutreno_warmup", "fusion")
-#: Keys of a ``compare.methods`` entry given as a mapping.
-ENTRY_KEYS = ("name", "method", "set")
-#: Config keys a method's own ``set`` may not change: they make the runs one comparison
-#: (``compile`` changes no result, but the time per step of every method).
-SHARED_KEYS = ("task", "task_options", "method", "seed", "output_dir", "compile")
-#: A method name is a run directory: letters, digits, ``_ . + -``, not starting with ``.``/``-``.
-_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
-
-
-@dataclass(frozen=True)
-class MethodEntry:
-    """One compared method: its name, its preset(s), and overrides of its own runs.
-
-    Attributes:
-        name: the label in tables and the run directory ``runs/<name>/``.
-        method: a preset of :mod:`filterformer.methods` or presets joined by ``+``.
-        overrides: dotted config keys and values set on this method's runs only (the entry's
-            ``set``), e.g. ``{"optimizer.lr": 0}`` or ``{"model.attention_layers": [1, 3]}``;
-            they may set the model fields the shared base may not (:data:`METHOD_FIELDS`).
-    """
-
-    name: str
-    method: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, entry: str | dict[str, Any], where: str) -> MethodEntry:
-        """An entry of ``compare.methods``: a method name, or a mapping ``{name, method, set}``
-        (``name`` defaults to ``method``). ``where`` names it in errors."""
-        if isinstance(entry, str):
-            entry = {"method": entry}
-        unknown = sorted(set(entry) - set(ENTRY_KEYS))
-        if unknown:
-            raise ValueError(f"unknown key(s) {', '.join(unknown)} in {where}; valid keys: "
-                             f"{', '.join(ENTRY_KEYS)}")
-        if "method" not in entry:
-            raise ValueError(f"{where} needs a 'method' (a preset or presets joined by '+')")
-        method = entry["method"]
-        method_changes(method)  # raises with the valid names
-        name = entry.get("name", method)
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            raise ValueError(
-                f"{where}.name must be usable as a directory name (letters, digits, '_', '.', "
-                f"'+', '-'; not starting with '.' or '-'); got {name!r}"
-            )
-        overrides = entry.get("set") or {}
-        if not isinstance(overrides, dict) or not all(isinstance(k, str) for k in overrides):
-            raise ValueError(f"{where}.set must map dotted config keys to values, e.g. "
-                             f"{{optimizer.lr: 0}}; got {overrides!r}")
-        shared = sorted(k for k in overrides if k.split(".")[0] in SHARED_KEYS)
-        if shared:
-            raise ValueError(f"{where}.set may not set {', '.join(shared)}: every run of a "
-                             f"comparison shares {', '.join(SHARED_KEYS)}")
-        return cls(name, method, dict(overrides))
-
-    def override_texts(self) -> list[str]:
-        """The overrides as ``key=value`` text for
-        :func:`~filterformer.training.config_files.apply_overrides`, which types each value by
-        the field it sets, as for ``--set`` (JSON is YAML that the override parser reads)."""
-        return [f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}"
-                for key, value in self.overrides.items()]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data, in the form of a ``compare.methods`` mapping entry."""
-        return {"name": self.name, "method": self.method, "set": dict(self.overrides)}
-
-
 @dataclass
 class CompareConfig:
     """A comparison.
@@ -137,6 +70,9 @@ class CompareConfig:
         method_entries: each name's :class:`MethodEntry`, filled from ``methods`` (a plain name
             that already has an entry here keeps it, so :func:`dataclasses.replace` keeps each
             method's overrides); not a config key.
+
+    Construction plans every run once (:attr:`plans`, :func:`~.run_plans.plan_runs`): what
+    trains, is measured and is checked afterwards are these plans.
     """
 
     base: TrainConfig = field(default_factory=lambda: TrainConfig.from_dict(DEFAULT_COMPARE_CONFIG))
@@ -192,30 +128,29 @@ class CompareConfig:
                 f"the base config sets model.{preset[0]}, which the method presets set per run; "
                 f"a comparison's base may not set {', '.join(METHOD_FIELDS)}"
             )
-        for name in names:  # a method's own overrides fail now, not after other runs trained
-            self.run_config(name, self.seeds[0])
+        # Every run's config, made once here: a method's own overrides fail now, not after
+        # other runs trained.
+        self._plans = plan_runs(self.base, entries, self.seeds)
 
     @property
     def output_dir(self) -> Path:
         return Path(self.base.output_dir)
 
-    def run_config(self, name: str, seed: int) -> TrainConfig:
-        """The configuration of one run: the base, method ``name``'s preset and overrides, the
-        seed, and the run directory ``runs/<name>/seed-<seed>``."""
+    @property
+    def plans(self) -> tuple[RunPlan, ...]:
+        """Every run, methods first, then seeds (:func:`~.run_plans.plan_runs`)."""
+        return self._plans
+
+    def plan(self, name: str, seed: int) -> RunPlan:
+        """The run of method ``name`` with ``seed``."""
+        for plan in self._plans:
+            if plan.name == name and plan.seed == seed:
+                return plan
         if name not in self.method_entries:
             raise ValueError(f"unknown method {name!r}; compared methods: "
                              f"{', '.join(self.methods)}")
-        entry = self.method_entries[name]
-        run_dir = str(self.output_dir / "runs" / name / f"seed-{seed}")
-        if not entry.overrides:
-            return dataclasses.replace(self.base, method=entry.method, seed=seed,
-                                       output_dir=run_dir)
-        try:
-            data = apply_overrides(self.base.to_dict(), entry.override_texts())
-            data.update(method=entry.method, seed=seed, output_dir=run_dir)
-            return TrainConfig.from_dict(data)
-        except ValueError as err:
-            raise ValueError(f"method {name!r} (its set): {err}") from None
+        raise ValueError(f"seed {seed!r} is not compared; seeds: "
+                         f"{', '.join(map(str, self.seeds))}")
 
 
 def load_compare_config(

@@ -42,12 +42,13 @@ from ..batches import make_loader, training_batches
 from ..compilation import compile_model, mark_sequence_dynamic
 from ..distributed import setup_distributed
 from ..evaluation import model_inputs
-from ..model_building import build_model, resolve_model_config
+from ..model_building import ModelConfig, build_model
 from ..optimization import build_optimizer, training_step
 from ..precision import grad_scaler, resolve_precision
 from ..run_config import TrainConfig, run_identity
 from ..run_files import CorruptRunFileError, read_json, write_json
 from .comparison_config import CompareConfig
+from .run_plans import resolve_models
 
 __all__ = [
     "COST_FILE",
@@ -70,15 +71,16 @@ class TrainingStep:
 
     Args:
         config: the run (its seed initialises the model).
+        model_config: its model's configuration, resolved once for the method
+            (:func:`~.run_plans.resolve_models`).
         task: the ``TaskData``.
         device: where the model lives.
         batches: the model's inputs (on ``device``), one per round.
     """
 
-    def __init__(self, config: TrainConfig, task: Any, device: torch.device,
-                 batches: list[dict[str, Any]]) -> None:
+    def __init__(self, config: TrainConfig, model_config: ModelConfig, task: Any,
+                 device: torch.device, batches: list[dict[str, Any]]) -> None:
         torch.manual_seed(config.seed)
-        model_config = resolve_model_config(config, task)
         self.model = build_model(model_config, task, config.pooling).to(device)
         self.model.train()
         # The step the run trains with: compiled when the run is (its first call compiles).
@@ -115,16 +117,16 @@ def training_inputs(task: Any, batch_size: int, seed: int, count: int,
     return [model_inputs(batch, device) for batch in loader]
 
 
-def _measure_seed(config: CompareConfig, task: Any, seed: int, device: torch.device,
-                  timer: StepTimer) -> PairedStepTimes:
+def _measure_seed(config: CompareConfig, models: dict[str, ModelConfig], task: Any, seed: int,
+                  device: torch.device, timer: StepTimer) -> PairedStepTimes:
     inputs: dict[int, list[dict[str, Any]]] = {}
     steps = []
-    for name in config.methods:
-        run = config.run_config(name, seed)
+    for plan in (plan for plan in config.plans if plan.seed == seed):
+        run = plan.config
         if run.batch_size not in inputs:
             inputs[run.batch_size] = training_inputs(task, run.batch_size, seed,
                                                       config.cost_rounds, device)
-        steps.append(TrainingStep(run, task, device, inputs[run.batch_size]))
+        steps.append(TrainingStep(run, models[plan.name], task, device, inputs[run.batch_size]))
     return paired_step_times(
         [s.step for s in steps], rounds=config.cost_rounds,
         warmup_steps=config.cost_warmup_steps, timer=timer,
@@ -145,6 +147,7 @@ def measure_cost(
     config: CompareConfig,
     task: Any,
     *,
+    models: dict[str, ModelConfig] | None = None,
     timer: StepTimer | None = None,
     echo: Callable[[str], None] = print,
 ) -> dict[str, Any]:
@@ -155,8 +158,10 @@ def measure_cost(
     each run's in-training median.
 
     Args:
-        config: the comparison (its methods, seeds, ``cost_rounds``, ``cost_warmup_steps``).
+        config: the comparison (its run plans, ``cost_rounds``, ``cost_warmup_steps``).
         task: the ``TaskData``.
+        models: each method's model configuration, as the runs were built
+            (:func:`~.run_plans.resolve_models`; resolved here when None).
         timer: runs a step once and returns its ms (default:
             :func:`~filterformer.timing.time_step`).
         echo: where one line about the measurement goes.
@@ -174,8 +179,8 @@ def measure_cost(
     path = config.output_dir / COST_FILE
     key = json.loads(json.dumps({
         **settings, "seeds": list(config.seeds),
-        "runs": {name: run_identity(config.run_config(name, config.seeds[0]).to_dict())
-                 for name in config.methods},
+        "runs": {plan.name: run_identity(plan.config.to_dict())
+                 for plan in config.plans if plan.seed == config.seeds[0]},
     }))
     if path.exists():
         try:
@@ -187,11 +192,12 @@ def measure_cost(
             echo(f"cost: paired step times reused from {path}")
             return cached["cost"]
     timer = timer or time_step
+    models = models if models is not None else resolve_models(config.plans, task)
     started = time.perf_counter()
     seeds = {}
     with torch.random.fork_rng(devices=[device.index] if device.type == "cuda" else []):
         for seed in config.seeds:
-            measured = _measure_seed(config, task, seed, device, timer)
+            measured = _measure_seed(config, models, task, seed, device, timer)
             seeds[str(seed)] = {
                 "steps_per_round": dict(zip(config.methods, measured.steps_per_round,
                                             strict=True)),

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...checks import check_writable_directory
 from ..distributed import setup_distributed
-from ..model_building import load_task_data
+from ..model_building import load_task_data, resolve_model_config
 from .comparison_config import CompareConfig
 from .cost import TrainingStep, training_inputs
 
@@ -41,10 +41,10 @@ def dry_run(config: CompareConfig, *, task: Any = None,
     device = setup_distributed(config.base.device).device
     seed = config.seeds[0]
     losses = {}
-    for name in config.methods:
-        run = config.run_config(name, seed)
-        step = TrainingStep(run, task, device, training_inputs(task, run.batch_size, seed, 1,
-                                                               device))
+    for plan in (plan for plan in config.plans if plan.seed == seed):
+        run, name = plan.config, plan.name
+        step = TrainingStep(run, resolve_model_config(run, task), task, device,
+                            training_inputs(task, run.batch_size, seed, 1, device))
         losses[name] = float(step.step())
         if not math.isfinite(losses[name]):
             raise ValueError(f"method {name!r}: the first training step's loss is "

@@ -49,6 +49,7 @@ from ..run_files import CorruptRunFileError, read_json
 from ..trainer import Trainer
 from .comparison_config import CompareConfig
 from .parent_watch import end_with_parent
+from .run_plans import RunPlan
 
 __all__ = [
     "OTHER_COMPARISON_HINT",
@@ -64,25 +65,21 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """A run still to train.
+    """A run still to train: what a worker receives.
 
     Attributes:
-        method: the compared method's name.
-        seed: the run's seed.
-        config: the run's configuration (:meth:`CompareConfig.run_config`).
+        plan: the run (:class:`~.run_plans.RunPlan`, made when the comparison was loaded).
         model_config: its model's configuration, resolved once for the method.
         resume: continue it from its last checkpoint (a run a previous comparison stopped).
     """
 
-    method: str
-    seed: int
-    config: TrainConfig
+    plan: RunPlan
     model_config: ModelConfig
     resume: bool
 
     @property
     def name(self) -> str:
-        return f"{self.method} seed {self.seed}"
+        return self.plan.label
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,8 @@ class RunFailedError(RuntimeError):
     """
 
     def __init__(self, failures: list[tuple[PlannedRun, BaseException]]) -> None:
-        self.failures = [(run.name, run.config.output_dir, error) for run, error in failures]
+        self.failures = [(run.name, run.plan.config.output_dir, error)
+                         for run, error in failures]
         lines, shared = [], {}  # one error may stop several runs (a worker that died)
         for name, run_dir, error in self.failures:
             shared.setdefault(id(error), (error, []))[1].append((name, run_dir))
@@ -234,7 +232,7 @@ def train_runs(
     check_integer(
         "jobs", jobs, hint=" (runs trained at once) or None (as many as fit the cores)"
     )
-    order = [(method, seed) for method in config.methods for seed in config.seeds]
+    order = [(plan.name, plan.seed) for plan in config.plans]
     progress = RunsProgress(len(order), jobs)
     finished: dict[tuple[str, int], FinishedRun] = {}
 
@@ -245,20 +243,19 @@ def train_runs(
                            f"{_outcome(run.summary)}"))
 
     pending = []
-    for method, seed in order:
-        run_config = config.run_config(method, seed)
+    for plan in config.plans:
         try:
-            summary = finished_summary(run_config)
+            summary = finished_summary(plan.config)
         except CorruptRunFileError as error:
-            echo(f"{method} seed {seed}: {error}")
+            echo(f"{plan.label}: {error}")
             summary = None
         if summary is not None:
-            finish(FinishedRun(method, seed, summary, "reused", None))
+            finish(FinishedRun(plan.name, plan.seed, summary, "reused", None))
             continue
-        resume = (Path(run_config.output_dir) / "checkpoints" / "last.pt").exists()
+        resume = (plan.run_dir / "checkpoints" / "last.pt").exists()
         if resume:
-            check_stopped_run(run_config)
-        pending.append(PlannedRun(method, seed, run_config, model_configs[method], resume))
+            check_stopped_run(plan.config)
+        pending.append(PlannedRun(plan, model_configs[plan.name], resume))
     workers = min(jobs, len(pending))
     if workers <= 1:
         trained = _train_here(pending, task)
@@ -266,8 +263,8 @@ def train_runs(
         trained = _train_in_workers(pending, task, workers, threads)
     for run, duration in trained:
         state = "resumed" if run.resume else "trained"
-        summary = finished_summary(run.config)
-        finish(FinishedRun(run.method, run.seed, summary, state, duration))
+        summary = finished_summary(run.plan.config)
+        finish(FinishedRun(run.plan.name, run.plan.seed, summary, state, duration))
     return [finished[key] for key in order]
 
 
@@ -288,7 +285,7 @@ def _train(run: PlannedRun, task: Any, *, bar: bool) -> float:
     started = time.perf_counter()
     # A divergence is recorded in the run's summary.json; the comparison goes on with the others.
     with contextlib.suppress(TrainingDiverged):
-        Trainer(run.config, task=task, resume=run.resume, model_config=run.model_config,
+        Trainer(run.plan.config, task=task, resume=run.resume, model_config=run.model_config,
                 progress_bar=bar).fit()
     return time.perf_counter() - started
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..run_files import write_text
 from .activity import activity_sentences
+from .comparison_results import ComparisonResults
 from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
@@ -105,16 +106,16 @@ def _names(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def verdict_summary(results: dict[str, Any]) -> list[str]:
+def verdict_summary(results: ComparisonResults) -> list[str]:
     """The report's opening sentences: which methods differ significantly from the baseline,
     on what, and by how much (with the interval); said plainly when none does.
 
     Args:
-        results: the content of ``results.json`` (``baseline``, ``metric``, ``summary`` rows
-            with their ``difference``).
+        results: the comparison (its ``baseline``, ``metric``, ``summary`` rows with their
+            ``difference``).
     """
-    baseline, metric = results["baseline"], results["metric"]
-    others = [row for row in results["summary"] if row["method"] != baseline]
+    baseline, metric = results.baseline, results.metric
+    others = [row for row in results.summary if row["method"] != baseline]
     if not others:
         return [f"Only {baseline} was compared: there is no other method to compare it with."]
     formats = _formats(metric)
@@ -186,8 +187,8 @@ def _time_cell(row: dict[str, Any], key: str) -> str:
     return text
 
 
-def _table(results: dict[str, Any]) -> str:
-    metric, baseline = results["metric"], results["baseline"]
+def _table(results: ComparisonResults) -> str:
+    metric, baseline = results.metric, results.baseline
     formats = _formats(metric)
     main, cosine, time = formats
     header = [
@@ -197,7 +198,7 @@ def _table(results: dict[str, Any]) -> str:
         "runs",
     ]
     rows = []
-    for row in results["summary"]:
+    for row in results.summary:
         memory = row["peak_memory_bytes_median"]
         cells = [
             html.escape(row["method"]),
@@ -226,10 +227,10 @@ def _table(results: dict[str, Any]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def _method_notes(results: dict[str, Any]) -> list[str]:
+def _method_notes(results: ComparisonResults) -> list[str]:
     """One note per method whose runs differ from its preset alone (a name or overrides)."""
     notes = []
-    for name, entry in results.get("method_entries", {}).items():
+    for name, entry in results.method_entries.items():
         if entry["set"] or entry["method"] != name:
             changes = ", ".join(f"{k}={v}" for k, v in entry["set"].items())
             notes.append(f"{html.escape(name)}: method {html.escape(entry['method'])}"
@@ -248,14 +249,14 @@ def _figures(figures: Sequence[ReportFigure]) -> str:
     return f'<div class="figures">{"".join(items)}</div>'
 
 
-def divergence_summary(results: dict[str, Any]) -> str | None:
+def divergence_summary(results: ComparisonResults) -> str | None:
     """The sentence naming every diverged run (step and reason), or None when none did."""
-    diverged = [run for run in results["runs"] if run.get("diverged")]
+    diverged = [run for run in results.runs if run.get("diverged")]
     if not diverged:
         return None
     named = [f"{run['method']} seed {run['seed']} at step {run['diverged']['step']} "
              f"({run['diverged']['reason']})" for run in diverged]
-    return (f"{len(diverged)} of {len(results['runs'])} runs diverged and are left out of every "
+    return (f"{len(diverged)} of {len(results.runs)} runs diverged and are left out of every "
             f"number, difference and figure: {_names(named)}.")
 
 
@@ -280,17 +281,17 @@ def budget_length(budget: Mapping[str, Any]) -> str:
 
 
 def render_report(
-    results: dict[str, Any], figures: Sequence[ReportFigure], path: str | Path
+    results: ComparisonResults, figures: Sequence[ReportFigure], path: str | Path
 ) -> Path:
-    """Write the report page for ``results`` (the content of ``results.json``) to ``path``."""
-    task, budget, env = results["task"], results["budget"], results["environment"]
+    """Write the report page for ``results`` to ``path``."""
+    task, budget, env = results.task, results.budget, results.environment
     model = "model " + html.escape(
         ", ".join(f"{k}={v}" for k, v in budget["model"].items()) or "defaults")
-    if results.get("pretrained"):
-        model = (f"pretrained model <b>{html.escape(results['pretrained'])}</b> with the method "
+    if results.pretrained:
+        model = (f"pretrained model <b>{html.escape(results.pretrained)}</b> with the method "
                  "patched in, every parameter fine-tuned")
     length = budget_length(budget)
-    finished = [run for run in results["runs"] if not run.get("diverged")]
+    finished = [run for run in results.runs if not run.get("diverged")]
     steps = finished[0]["steps"] if finished else budget.get("max_steps") or 0
     meta = (
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
@@ -299,26 +300,26 @@ def render_report(
         f"Every run: {model}; {length} ({steps} steps) of batch "
         f"{budget['batch_size']}, AdamW lr {budget['optimizer']['lr']}, "
         f"{html.escape(budget['schedule']['decay'])} schedule. Seeds "
-        f"{', '.join(map(str, results['seeds']))}. "
+        f"{', '.join(map(str, results.seeds))}. "
         f"Ran on {html.escape(str(env['device']))} ({env['cpu_threads']} CPU "
         f"thread{'s' if env['cpu_threads'] != 1 else ''}), torch "
-        f"{html.escape(env['torch'])}; the runs trained for {_train_minutes(results['runs'])}."
+        f"{html.escape(env['torch'])}; the runs trained for {_train_minutes(results.runs)}."
     )
     notes = [
-        f"Test {results['metric']}: of each run's best-validation checkpoint (the test split is "
+        f"Test {results.metric}: of each run's best-validation checkpoint (the test split is "
         "never used to select anything); mean ± sample standard deviation over seeds.",
-        f"Differences from {html.escape(results['baseline'])}: per seed, method − baseline "
+        f"Differences from {html.escape(results.baseline)}: per seed, method − baseline "
         "(runs with the same seed share their data order), over the seeds both ran; mean, "
         "95 % confidence interval from Student's t, and a verdict: better or worse when the "
         f"interval excludes 0 (a paired two-sided t-test, p &lt; 0.05; fewer than {MIN_SEEDS} "
         f"seeds: too few seeds). Higher test accuracy, lower perplexity and RMSE, lower token "
         "cosine similarity (less over-smoothing) and lower time per step are better. A row is "
-        f"marked best only when it is significantly better than {html.escape(results['baseline'])} "
-        f"on test {results['metric']}.",
-        f"Time / step × {html.escape(results['baseline'])}: the median over shared seeds of "
+        f"marked best only when it is significantly better than {html.escape(results.baseline)} "
+        f"on test {results.metric}.",
+        f"Time / step × {html.escape(results.baseline)}: the median over shared seeds of "
         "each seed's time per step over the baseline's.",
-        f"{html.escape(cost_note(results.get('cost')))} Median over seeds.",
-        f"Peak memory: {html.escape(str(results['memory_measure']))} during training, median "
+        f"{html.escape(cost_note(results.cost))} Median over seeds.",
+        f"Peak memory: {html.escape(str(results.memory_measure))} during training, median "
         "over seeds.",
         "Token cosine similarity: mean cosine between distinct real tokens of the last layer's "
         "output on validation batches; closer to 1 means more over-smoothed.",

@@ -47,15 +47,16 @@ from ..model_building import (
     describe_task,
     load_task_data,
     model_config_from_dict,
-    resolve_model_config,
 )
 from ..run_config import TrainConfig
 from ..run_files import CorruptRunFileError, read_json, write_json
 from .activity import activity_summary
 from .comparison_config import CompareConfig
+from .comparison_results import ComparisonResults
 from .cost import measure_cost, with_step_times
 from .execution import train_runs
 from .results import write_results
+from .run_plans import resolve_models
 from .statistics import mean_report, summarize
 
 __all__ = ["compare"]
@@ -164,7 +165,7 @@ def compare(
     echo: Callable[[str], None] = print,
     jobs: int | None = 1,
     command: str | None = None,
-) -> dict[str, Any]:
+) -> ComparisonResults:
     """Train every method with every seed on one task and write the comparison.
 
     Args:
@@ -178,7 +179,7 @@ def compare(
             beside the source commit (:func:`filterformer.provenance.provenance`).
 
     Returns:
-        The content of ``results.json``.
+        The results, as written to ``results.json``.
 
     Raises:
         ValueError: before any run, when ``output_dir`` is no directory files can be written
@@ -196,42 +197,41 @@ def compare(
 
 
 def _compare(config: CompareConfig, task: Any, echo: Callable[[str], None], jobs: int | None,
-             command: str | None, started: float) -> dict[str, Any]:
+             command: str | None, started: float) -> ComparisonResults:
     """:func:`compare` in its locked directory."""
     task = task if task is not None else load_task_data(config.base.task, config.base.task_options)
     # Every method must fit the task before any run starts; each is resolved once, here.
-    model_configs = {method: resolve_model_config(config.run_config(method, config.seeds[0]), task)
-                     for method in config.methods}
+    model_configs = resolve_models(config.plans, task)
     metric, _ = MODEL_SELECTION[task.kind]
     runs: list[dict[str, Any]] = []
     reports: dict[str, list[DiagnosticsReport]] = {}
     for run in train_runs(config, task, model_configs, jobs=jobs, echo=echo):
         report = None
         if not run.summary.get("diverged"):
-            run_config = config.run_config(run.method, run.seed)
-            report = _diagnostics(run_config, task, config.diagnostics_batches, run.method, echo)
+            plan = config.plan(run.method, run.seed)
+            report = _diagnostics(plan.config, task, config.diagnostics_batches, run.method, echo)
             reports.setdefault(run.method, []).append(report)
         runs.append(_run_record(run.method, run.seed, run.summary, metric, report))
-    cost = measure_cost(config, task, echo=echo)
+    cost = measure_cost(config, task, models=model_configs, echo=echo)
     runs = with_step_times(runs, cost)
-    results = {
-        "task": describe_task(task),
-        "metric": metric,
-        "methods": list(config.methods),
-        "method_entries": {m: config.method_entries[m].to_dict() for m in config.methods},
-        "baseline": config.baseline,
-        "seeds": list(config.seeds),
-        "pretrained": config.base.pretrained,
-        "budget": config.base.to_dict(),
-        "environment": _environment(config.base.device),
-        "memory_measure": runs[0]["memory_measure"],
-        "cost": cost,
-        "summary": summarize(runs, config.methods, metric, config.baseline),
-        "method_activity": activity_summary(runs, config.methods),
-        "runs": runs,
-        "elapsed_s": time.perf_counter() - started,
-        "provenance": provenance(command),
-    }
+    results = ComparisonResults(
+        task=describe_task(task),
+        metric=metric,
+        methods=tuple(config.methods),
+        method_entries={m: config.method_entries[m].to_dict() for m in config.methods},
+        baseline=config.baseline,
+        seeds=tuple(config.seeds),
+        pretrained=config.base.pretrained,
+        budget=config.base.to_dict(),
+        environment=_environment(config.base.device),
+        memory_measure=runs[0]["memory_measure"],
+        cost=cost,
+        summary=tuple(summarize(runs, config.methods, metric, config.baseline)),
+        method_activity=activity_summary(runs, config.methods),
+        runs=tuple(runs),
+        elapsed_s=time.perf_counter() - started,
+        provenance=provenance(command),
+    )
     return write_results(results, {m: mean_report(r, m) for m, r in reports.items()},
                          config.output_dir)
 
