@@ -21,5 +21,5 @@ def test_train_examples_load_and_resolve(path):
 
 
 def test_compare_example_is_the_built_in_comparison():
-    assert load_compare_config(CONFIGS / "compare_listops.yaml") == CompareConfig()
+    assert load_compare_config(CONFIGS / "compare_builtin.yaml") == CompareConfig()
     assert load_compare_config() == CompareConfig()

@@ -16,7 +16,7 @@ Examples:
   filterformer compare --config experiments/c3_japanese_vowels_lr.yaml --dry-run
   filterformer compare --methods softmax gfsa gfsa+neutreno --seeds 0 1 --set epochs=8 \
       --output-dir runs/epochs8
-  filterformer compare --config configs/compare_listops.yaml --output-dir runs/listops
+  filterformer compare --set task=listops task_options.preset=tiny --output-dir runs/listops
 """
 
 from __future__ import annotations

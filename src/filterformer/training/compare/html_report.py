@@ -11,6 +11,7 @@ from typing import Any
 from ..run_files import write_text
 from .activity import activity_sentences
 from .comparison_results import ComparisonResults
+from .context_sentences import machine_sentence, oversmoothing_sentence, reference_sentence
 from .cost import cost_note
 from .figures import ReportFigure
 from .statistics import MIN_SEEDS, compared_metrics
@@ -301,9 +302,8 @@ def render_report(
         f"{budget['batch_size']}, AdamW lr {budget['optimizer']['lr']}, "
         f"{html.escape(budget['schedule']['decay'])} schedule. Seeds "
         f"{', '.join(map(str, results.seeds))}. "
-        f"Ran on {html.escape(str(env['device']))} ({env['cpu_threads']} CPU "
-        f"thread{'s' if env['cpu_threads'] != 1 else ''}), torch "
-        f"{html.escape(env['torch'])}; the runs trained for {_train_minutes(results.runs)}."
+        f"{html.escape(machine_sentence(results))} Torch {html.escape(env['torch'])}; the runs "
+        f"trained for {_train_minutes(results.runs)}."
     )
     notes = [
         f"Test {results.metric}: of each run's best-validation checkpoint (the test split is "
@@ -326,8 +326,9 @@ def render_report(
         *_method_notes(results),
     ]
     diverged = divergence_summary(results)
-    sentences = (([diverged] if diverged else []) + verdict_summary(results)
-                 + activity_sentences(results))
+    context = [reference_sentence(results), oversmoothing_sentence(results)]
+    sentences = (([diverged] if diverged else []) + [c for c in context if c]
+                 + verdict_summary(results) + activity_sentences(results))
     answer = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in sentences)
     page = f"""<!DOCTYPE html>
 <html lang="en">

@@ -26,6 +26,7 @@ and each method's row counts its diverged runs.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -34,8 +35,10 @@ from typing import Any
 
 import torch
 
+from ...data.reference_scores import reference_scores
 from ...data.task import GRAPH_KINDS
 from ...diagnostics import DiagnosticsReport, diagnose
+from ...machine import cpu_name
 from ...models.pretrained_classifier import PretrainedClassifier
 from ...provenance import provenance
 from ..batches import evaluation_batches, make_loader
@@ -69,8 +72,20 @@ def _environment(device: str) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "device": torch.cuda.get_device_name() if on_gpu else "cpu",
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
         "cpu_threads": torch.get_num_threads(),
     }
+
+
+def _task_facts(task: Any) -> dict[str, Any]:
+    """The task's description, with what a classifier scores without learning (chance level and
+    the majority class, :mod:`filterformer.data.reference_scores`) where it has classes."""
+    facts = describe_task(task)
+    scores = reference_scores(task)
+    if scores is not None:
+        facts["reference_scores"] = scores.to_dict()
+    return facts
 
 
 #: What becomes of a run's ``diagnostics.json`` that cannot be read.
@@ -215,7 +230,7 @@ def _compare(config: CompareConfig, task: Any, echo: Callable[[str], None], jobs
     cost = measure_cost(config, task, models=model_configs, echo=echo)
     runs = with_step_times(runs, cost)
     results = ComparisonResults(
-        task=describe_task(task),
+        task=_task_facts(task),
         metric=metric,
         methods=tuple(config.methods),
         method_entries={m: config.method_entries[m].to_dict() for m in config.methods},

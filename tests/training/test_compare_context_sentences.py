@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from filterformer.training.compare.comparison_results import ComparisonResults
 
+from filterformer.training.compare.comparison_results import ComparisonResults
 from filterformer.training.compare.context_sentences import (
     findings_paragraph,
     machine_sentence,
