@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from torch import nn
 
 from .hf_directory import (
+    build_saved_class,
     load_config,
     load_model,
     load_tokenizer,
@@ -50,6 +51,9 @@ class HuggingFaceFamily:
     #: The models :meth:`patch` takes, for error messages.
     patchable = (f"Hugging Face transformers models ({TESTED_MODELS}, or any whose attention "
                  "goes through AttentionInterface)")
+    #: The models save themselves (``model.save_pretrained``, which a patch extends to write the
+    #: patch too), and :meth:`rebuild` reads what they write.
+    saves_itself = True
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -92,6 +96,15 @@ class HuggingFaceFamily:
         from transformers import AutoModel
 
         return AutoModel.from_config(self.config(source), trust_remote_code=False)
+
+    def rebuild(self, directory: Path, model: str, *, named_in: Path) -> nn.Module:
+        """The class ``model`` (``"BertForSequenceClassification"``) as ``directory``'s saved
+        config builds it, without its weights
+        (:func:`~.hf_directory.build_saved_class`; ``named_in`` names ``model``, for errors)."""
+        from ..data.sources import require_module
+
+        require_module("transformers", "transformers")
+        return build_saved_class(directory, model, named_in=named_in)
 
     # -- the model -------------------------------------------------------------------------------
 
