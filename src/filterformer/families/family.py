@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torch import nn
+from torch import Tensor, nn
 
 from .huggingface import HUGGING_FACE
 from .timm import TIMM
@@ -46,6 +46,11 @@ class ModelFamily(Protocol):
     def is_patchable(self, model: nn.Module) -> bool: ...
 
     def layers(self, model: nn.Module) -> list[nn.Module]: ...
+
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states of ``model`` on ``inputs`` (its keyword
+        arguments, or its images); ValueError for inputs the family's models do not take."""
+        ...
 
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState: ...
 

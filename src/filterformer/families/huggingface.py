@@ -10,11 +10,11 @@ this package, and ``import filterformer.families`` stays free of ``transformers`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from .hf_directory import (
     build_saved_class,
@@ -124,6 +124,22 @@ class HuggingFaceFamily:
     def attention_modules(self, model: nn.Module) -> list[tuple[str, nn.Module]]:
         """The self-attention modules that use the interface, in depth order, by name."""
         return attention_modules(model)
+
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states of ``model(**inputs)``: its
+        ``last_hidden_state``, or the last of its ``hidden_states`` where its output has no
+        ``last_hidden_state`` (models with a task head).
+
+        Raises:
+            ValueError: when ``inputs`` is not a mapping of keyword arguments.
+        """
+        if not isinstance(inputs, Mapping):
+            raise ValueError("inputs of a Hugging Face model must be its keyword arguments "
+                             f"(input_ids, attention_mask, ...) as a mapping; got "
+                             f"{type(inputs).__name__}")
+        output = model(**inputs, output_hidden_states=True)
+        last = getattr(output, "last_hidden_state", None)
+        return last if last is not None else output.hidden_states[-1]
 
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from .timm_models import has_timm_blocks, is_timm_vision_transformer, vision_transformer_blocks
 from .timm_saved import create_arguments, read_saved_config, saved_config
@@ -127,6 +127,17 @@ class TimmFamily:
     def layers(self, model: nn.Module) -> list[nn.Module]:
         """The transformer blocks, in depth order (each with ``attn``, ``norm1``, …)."""
         return vision_transformer_blocks(model)
+
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states ``model.forward_features(inputs)``.
+
+        Raises:
+            ValueError: when ``inputs`` is not the ``(B, C, H, W)`` images as a tensor.
+        """
+        if not isinstance(inputs, Tensor):
+            raise ValueError("inputs of a timm ViT must be its (B, C, H, W) images as a tensor; "
+                             f"got {type(inputs).__name__}")
+        return model.forward_features(inputs)
 
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place (:func:`filterformer.patching.timm_vit.patch_timm`)."""
