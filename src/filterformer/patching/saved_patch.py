@@ -203,11 +203,11 @@ def with_marker(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
 def keep_patch_on_save(state: PatchState) -> None:
     """Let the patched model's saves carry the patch, and its loads accept what they carry.
 
-    A Hugging Face model's own ``save_pretrained`` (the one ``transformers.Trainer`` calls)
-    becomes one that also writes :data:`MARKER_KEY` and
-    ``filterformer.json``; the model drops :data:`MARKER_KEY` from any state dict it loads (a
-    Trainer resuming from such a checkpoint loads it with ``load_state_dict``). ``unpatch``
-    removes both.
+    Where the model's family saves its models themselves (``saves_itself``: Hugging Face),
+    the model's own ``save_pretrained`` (the one ``transformers.Trainer`` calls) becomes one
+    that also writes :data:`MARKER_KEY` and ``filterformer.json``; the model drops
+    :data:`MARKER_KEY` from any state dict it loads (a Trainer resuming from such a checkpoint
+    loads it with ``load_state_dict``). ``unpatch`` removes both.
     """
     model = state.model
     register = getattr(model, "register_load_state_dict_pre_hook", None)  # public from torch 2.5

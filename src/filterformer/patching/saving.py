@@ -4,7 +4,9 @@ A saved directory holds what the model's own library would write (a Hugging Face
 ``config.json`` and ``model.safetensors``, written by ``transformers``; for timm, a ``config.json``
 in timm's layout with the architecture and ``create_model`` arguments, and ``model.safetensors``)
 plus ``filterformer.json``, which says how to patch the rebuilt model before its weights are
-loaded (:mod:`~filterformer.patching.saved_patch`).
+loaded (:mod:`~filterformer.patching.saved_patch`). What a family's files are, and the model they
+rebuild, is its adapter's (:func:`~filterformer.families.family_named` of the patch's backend):
+this module adds the patch, the marker weight and the strict load.
 
 filterformer's own models (:class:`~filterformer.models.CausalLM`, ...) need no patch: both
 functions save and rebuild them as their own ``save_pretrained`` / ``from_pretrained`` do
@@ -121,9 +123,10 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     """Rebuild a model saved by :func:`save_pretrained`: the base model, patched, every weight
     loaded, in eval mode (or filterformer's own model, as its ``from_pretrained`` does).
 
-    Hugging Face models are rebuilt as the class that was saved (``BertModel``,
-    ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
-    models by ``timm.create_model`` with the saved architecture and arguments. Parts of the class
+    The family the patch's backend names rebuilds the model (its adapter's ``rebuild``): Hugging
+    Face models as the class that was saved (``BertModel``, ``LlamaForCausalLM``,
+    ``BertForSequenceClassification``, ...) from the saved config; timm models by
+    ``timm.create_model`` with the saved architecture and arguments. Parts of the class
     that the saved model went without (BERT's pooler, as ``pretrained:`` runs drop it) are left
     out again. The model takes the dtype of its saved floating-point weights.
 
