@@ -1,5 +1,6 @@
-"""The Hugging Face ``transformers`` family: one adapter that loads a model, finds its layers,
-patches it and captures its intermediates, for patching, diagnostics, training and the CLI.
+"""The Hugging Face ``transformers`` family: one adapter that loads a model (or rebuilds a saved
+one), finds its layers, patches it and captures its intermediates, for patching, saving,
+diagnostics, training and the CLI.
 
 Loading is offline and runs no code a directory ships (:mod:`.hf_directory`); patching is
 :mod:`filterformer.patching.huggingface`'s, capture

@@ -1,7 +1,10 @@
-"""The timm family: one adapter that creates a ViT, finds its blocks, patches it and captures its
-intermediates, for patching, diagnostics, training and the CLI.
+"""The timm family: one adapter that creates a ViT, finds its blocks, patches it, captures its
+intermediates and describes and rebuilds a saved one, for patching, saving, diagnostics, training
+and the CLI.
 
-No timm weights ship offline: models are created with random weights (``pretrained=False``).
+No timm weights ship offline: models are created with random weights (``pretrained=False``), and
+every timm model the package builds is created here. A saved model's ``config.json`` is
+:mod:`.timm_saved`'s.
 Patching is :mod:`filterformer.patching.timm_vit`'s, capture
 :mod:`filterformer.diagnostics.capture.timm`'s; both are imported on use, since they import
 this package.
