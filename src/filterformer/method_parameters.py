@@ -9,7 +9,8 @@ run's activity (:mod:`filterformer.training.method_activity`) follows:
 method   parameters
 ======== ===================================================================================
 gfsa     the learned coefficients among ``w0``, ``w1``, ``wK`` of every GFSA layer
-neutreno a learnable ``neutreno_lambda`` of every layer
+neutreno a learnable ``neutreno_lambda`` of every layer NeuTRENO acts on (those of the
+         method's ``layers``, natively and patched alike; every layer without a list)
 agf      ``p`` of every AGF layer (its filter coefficients are ``θ = [1, tanh(p)]``)
 samsa    ``support_scores`` of every SAMSA layer
 fusion   every parameter of the layer fusion (:class:`~filterformer.nn.LayerFusion`)

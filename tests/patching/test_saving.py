@@ -252,3 +252,15 @@ def test_plain_transformers_loads_the_base_weights_and_names_filterformer_from_p
     assert_same_patch(original.eval(), model)
     with pytest.raises(RuntimeError, match=r"Unexpected key\(s\).*filterformer\.from_pretrained"):
         unpatch(original).load_state_dict(weights, strict=True)
+
+
+def test_a_timm_model_name_timm_does_not_know_is_refused_naming_the_config_file(tmp_path):
+    save_pretrained(perturbed(timm_model(), "gfsa"), tmp_path)
+    for name, key in (("config.json", "architecture"), (PATCH_FILE, "model")):
+        data = json.loads((tmp_path / name).read_text())
+        data[key] = "vit_tiny_patch16"  # the size left out
+        (tmp_path / name).write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"timm has no model 'vit_tiny_patch16'; ViTs include ") \
+            as raised:
+        from_pretrained(tmp_path)
+    assert str(raised.value).startswith(f"{tmp_path / 'config.json'}: ")

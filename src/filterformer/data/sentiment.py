@@ -28,7 +28,6 @@ from .sources import (
     find_package_dir,
     find_source_archive,
     read_nested_tar_member,
-    require_module,
 )
 from .splits import three_way_split
 from .task import TaskData
@@ -162,7 +161,9 @@ def load_sentiment(
     """Sentence sentiment with WordPiece ids (``[CLS] … [SEP]``, padding id 0), 2 classes.
 
     Args:
-        tokenizer: a local Hugging Face tokenizer directory; default all-MiniLM-L6-v2's.
+        tokenizer: a local Hugging Face tokenizer directory, read by
+            :data:`~filterformer.families.HUGGING_FACE` (offline, without code it ships);
+            default all-MiniLM-L6-v2's.
         max_len: truncate longer sentences (the longest has 79 WordPiece tokens); None keeps all.
         seed: draws the ``num_train`` subset.
         num_train: keep only this many training sentences; None keeps all.
@@ -171,11 +172,11 @@ def load_sentiment(
         path: the sentences file or the vaderSentiment sdist (default: the cached sdist).
         cache_dir: cache root.
     """
-    require_module("transformers", "transformers")
-    from ..families.hf_directory import load_tokenizer
+    from ..families import HUGGING_FACE, MINILM
 
-    directory = Path(tokenizer) if tokenizer is not None else minilm_tokenizer_path()
-    wordpiece = load_tokenizer(directory)
+    source = MINILM if tokenizer is None else str(tokenizer)
+    wordpiece = HUGGING_FACE.tokenizer(source)  # first: it says when transformers is missing
+    directory = HUGGING_FACE.directory(source)
     if wordpiece.pad_token_id != 0:
         raise ValueError(f"tokenizer must pad with id 0; {directory} pads with "
                          f"{wordpiece.pad_token_id}")

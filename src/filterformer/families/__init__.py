@@ -6,7 +6,7 @@ capture their intermediates; patching, diagnostics, training and the CLI go thro
 (:func:`family_of`, :func:`patchable_family`). Telling a model's family imports neither library.
 """
 
-from .family import FAMILIES, ModelFamily, family_named, family_of, patchable_family
+from .family import FAMILIES, LaidOutFamily, ModelFamily, family_named, family_of, patchable_family
 from .hf_attention_implementation import (
     attention_implementation,
     restore_attention_implementations,
@@ -25,6 +25,7 @@ __all__ = [
     "MINILM",
     "TIMM",
     "HuggingFaceFamily",
+    "LaidOutFamily",
     "ModelFamily",
     "TimmFamily",
     "attention_implementation",

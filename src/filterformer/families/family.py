@@ -6,9 +6,11 @@ themselves, so that each family's checks and error messages are written once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torch import nn
+from torch import Tensor, nn
 
 from .huggingface import HUGGING_FACE
 from .timm import TIMM
@@ -18,16 +20,26 @@ if TYPE_CHECKING:
     from ..method_spec import MethodSpec
     from ..patching.state import PatchState
 
-__all__ = ["FAMILIES", "ModelFamily", "family_named", "family_of", "patchable_family"]
+__all__ = ["FAMILIES", "LaidOutFamily", "ModelFamily", "family_named", "family_of",
+           "patchable_family"]
 
 
 class ModelFamily(Protocol):
     """A family's adapter (:data:`~.huggingface.HUGGING_FACE`, :data:`~.timm.TIMM`); each also
-    loads or creates its models in its own terms."""
+    loads or creates its models in its own terms.
+
+    Attributes:
+        name: the family's name among the diagnostics' model kinds.
+        backend: the library, as patch states, saved patches and pretrained configs record it.
+        patchable: the models :meth:`patch` takes, for error messages.
+        saves_itself: whether the family's models save themselves (``model.save_pretrained``);
+            else :func:`filterformer.save_pretrained` writes the family's layout.
+    """
 
     name: str
     backend: str
     patchable: str
+    saves_itself: bool
 
     def is_model(self, model: nn.Module) -> bool: ...
 
@@ -35,13 +47,34 @@ class ModelFamily(Protocol):
 
     def layers(self, model: nn.Module) -> list[nn.Module]: ...
 
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states of ``model`` on ``inputs`` (its keyword
+        arguments, or its images); ValueError for inputs the family's models do not take."""
+        ...
+
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState: ...
 
     def unpatch(self, state: PatchState) -> None: ...
 
+    def rebuild(self, directory: Path, model: str, *, named_in: Path) -> nn.Module:
+        """The saved ``model`` (a class or architecture name, as ``named_in`` gives it) built
+        from ``directory``'s config, without its weights."""
+        ...
+
     def capture(
         self, model: nn.Module, batch: Any, *, attentions: bool = False, norms: bool = True
     ) -> CapturedForward: ...
+
+
+class LaidOutFamily(ModelFamily, Protocol):
+    """A family whose models do not save themselves (``saves_itself`` is False, timm):
+    :func:`filterformer.save_pretrained` writes the ``config.json`` it describes them with."""
+
+    def saved_config(
+        self, model: nn.Module, create_kwargs: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]: ...
+
+    def from_saved_config(self, config: Mapping[str, Any]) -> nn.Module: ...
 
 
 #: Every family, in the order a model is matched against them.

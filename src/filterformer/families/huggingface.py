@@ -1,5 +1,6 @@
-"""The Hugging Face ``transformers`` family: one adapter that loads a model, finds its layers,
-patches it and captures its intermediates, for patching, diagnostics, training and the CLI.
+"""The Hugging Face ``transformers`` family: one adapter that loads a model (or rebuilds a saved
+one), finds its layers, patches it and captures its intermediates, for patching, saving,
+diagnostics, training and the CLI.
 
 Loading is offline and runs no code a directory ships (:mod:`.hf_directory`); patching is
 :mod:`filterformer.patching.huggingface`'s, capture
@@ -10,13 +11,14 @@ this package, and ``import filterformer.families`` stays free of ``transformers`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from .hf_directory import (
+    build_saved_class,
     load_config,
     load_model,
     load_tokenizer,
@@ -50,6 +52,9 @@ class HuggingFaceFamily:
     #: The models :meth:`patch` takes, for error messages.
     patchable = (f"Hugging Face transformers models ({TESTED_MODELS}, or any whose attention "
                  "goes through AttentionInterface)")
+    #: The models save themselves (``model.save_pretrained``, which a patch extends to write the
+    #: patch too), and :meth:`rebuild` reads what they write.
+    saves_itself = True
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -93,6 +98,15 @@ class HuggingFaceFamily:
 
         return AutoModel.from_config(self.config(source), trust_remote_code=False)
 
+    def rebuild(self, directory: Path, model: str, *, named_in: Path) -> nn.Module:
+        """The class ``model`` (``"BertForSequenceClassification"``) as ``directory``'s saved
+        config builds it, without its weights
+        (:func:`~.hf_directory.build_saved_class`; ``named_in`` names ``model``, for errors)."""
+        from ..data.sources import require_module
+
+        require_module("transformers", "transformers")
+        return build_saved_class(directory, model, named_in=named_in)
+
     # -- the model -------------------------------------------------------------------------------
 
     def is_model(self, model: nn.Module) -> bool:
@@ -111,6 +125,22 @@ class HuggingFaceFamily:
     def attention_modules(self, model: nn.Module) -> list[tuple[str, nn.Module]]:
         """The self-attention modules that use the interface, in depth order, by name."""
         return attention_modules(model)
+
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states of ``model(**inputs)``: its
+        ``last_hidden_state``, or the last of its ``hidden_states`` where its output has no
+        ``last_hidden_state`` (models with a task head).
+
+        Raises:
+            ValueError: when ``inputs`` is not a mapping of keyword arguments.
+        """
+        if not isinstance(inputs, Mapping):
+            raise ValueError("inputs of a Hugging Face model must be its keyword arguments "
+                             f"(input_ids, attention_mask, ...) as a mapping; got "
+                             f"{type(inputs).__name__}")
+        output = model(**inputs, output_hidden_states=True)
+        last = getattr(output, "last_hidden_state", None)
+        return last if last is not None else output.hidden_states[-1]
 
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place

@@ -1,7 +1,10 @@
-"""The timm family: one adapter that creates a ViT, finds its blocks, patches it and captures its
-intermediates, for patching, diagnostics, training and the CLI.
+"""The timm family: one adapter that creates a ViT, finds its blocks, patches it, captures its
+intermediates and describes and rebuilds a saved one, for patching, saving, diagnostics, training
+and the CLI.
 
-No timm weights ship offline: models are created with random weights (``pretrained=False``).
+No timm weights ship offline: models are created with random weights (``pretrained=False``), and
+every timm model the package builds is created here. A saved model's ``config.json`` is
+:mod:`.timm_saved`'s.
 Patching is :mod:`filterformer.patching.timm_vit`'s, capture
 :mod:`filterformer.diagnostics.capture.timm`'s; both are imported on use, since they import
 this package.
@@ -9,11 +12,14 @@ this package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from .timm_models import has_timm_blocks, is_timm_vision_transformer, vision_transformer_blocks
+from .timm_saved import create_arguments, read_saved_config, saved_config
 
 if TYPE_CHECKING:
     from ..diagnostics.capture.captured import CapturedForward
@@ -42,6 +48,9 @@ class TimmFamily:
     backend = "timm"
     #: The models :meth:`patch` takes, for error messages.
     patchable = SUPPORTED
+    #: timm models have no save of their own: filterformer writes timm's layout
+    #: (:meth:`saved_config`) and :meth:`rebuild` reads it.
+    saves_itself = False
 
     def create(self, name: str, *, vit_only: bool, **options: Any) -> nn.Module:
         """timm's model ``name`` with random weights and no classifier of its own.
@@ -58,15 +67,7 @@ class TimmFamily:
             ValueError: for a name timm does not know, or a model that is not what ``vit_only``
                 asks (callers put the argument's name in front).
         """
-        from ..data.sources import require_module
-
-        require_module("timm", "timm")
-        import timm
-
-        if not timm.is_model(name):
-            raise ValueError(f"timm has no model {name!r}; ViTs include "
-                             f"{', '.join(timm.list_models('vit_tiny*')[:3])}, "
-                             "deit_tiny_patch16_224")
+        timm = _library_knowing(name)
         kind, takes = REQUIREMENTS[vit_only]
         try:
             model = timm.create_model(name, pretrained=False, num_classes=0, **options)
@@ -77,6 +78,46 @@ class TimmFamily:
             raise ValueError(f"{name} is not {kind} (it is a {type(model).__name__}); it must be "
                              f"{takes}")
         return model
+
+    def saved_config(
+        self, model: nn.Module, create_kwargs: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The ``config.json`` that rebuilds ``model`` (:func:`~.timm_saved.saved_config`):
+        its architecture and ``create_kwargs``, by default timm's record of them."""
+        return saved_config(model, create_kwargs)
+
+    def from_saved_config(self, config: Mapping[str, Any]) -> nn.Module:
+        """The model a :meth:`saved_config` describes, with random weights (its classifier
+        included): under ``torch.device("meta")``, to check the config without memory or time.
+
+        Raises:
+            MissingSourceError: when timm is missing.
+            ValueError: for an architecture timm does not know, or arguments it does not take.
+        """
+        architecture = config["architecture"]
+        timm = _library_knowing(architecture)
+        kwargs = create_arguments(config)
+        try:
+            return timm.create_model(architecture, pretrained=False, **kwargs)
+        except TypeError as err:
+            raise ValueError(
+                f"timm.create_model({architecture!r}, **{kwargs}) fails: {err}"
+            ) from err
+
+    def rebuild(self, directory: Path, model: str, *, named_in: Path) -> nn.Module:
+        """The architecture ``model`` as ``directory``'s ``config.json`` creates it, without
+        its weights (``named_in`` names ``model``, for errors).
+
+        Raises:
+            FileNotFoundError: when ``directory`` has no ``config.json``.
+            ValueError: for a config that is malformed, names another architecture, or does not
+                create a model (naming the file).
+        """
+        config = read_saved_config(directory, model, named_in=named_in)
+        try:
+            return self.from_saved_config(config)
+        except ValueError as err:
+            raise ValueError(f"{directory / 'config.json'}: {err}") from None
 
     def is_model(self, model: nn.Module) -> bool:
         """Whether ``model`` has timm's block stack (diagnostics can read it)."""
@@ -89,6 +130,17 @@ class TimmFamily:
     def layers(self, model: nn.Module) -> list[nn.Module]:
         """The transformer blocks, in depth order (each with ``attn``, ``norm1``, …)."""
         return vision_transformer_blocks(model)
+
+    def final_hidden_states(self, model: nn.Module, inputs: Any) -> Tensor:
+        """The ``(B, N, D)`` final hidden states ``model.forward_features(inputs)``.
+
+        Raises:
+            ValueError: when ``inputs`` is not the ``(B, C, H, W)`` images as a tensor.
+        """
+        if not isinstance(inputs, Tensor):
+            raise ValueError("inputs of a timm ViT must be its (B, C, H, W) images as a tensor; "
+                             f"got {type(inputs).__name__}")
+        return model.forward_features(inputs)
 
     def patch(self, model: nn.Module, spec: MethodSpec) -> PatchState:
         """Patch ``model`` in place (:func:`filterformer.patching.timm_vit.patch_timm`)."""
@@ -108,6 +160,25 @@ class TimmFamily:
         from ..diagnostics.capture.timm import capture_timm
 
         return capture_timm(model, batch, attentions=attentions, norms=norms)
+
+
+def _library_knowing(name: str) -> Any:
+    """The ``timm`` module, once it is known to have a model ``name``.
+
+    Raises:
+        MissingSourceError: when timm is missing.
+        ValueError: for a name timm does not know, naming some ViTs it does.
+    """
+    from ..data.sources import require_module
+
+    require_module("timm", "timm")
+    import timm
+
+    if not timm.is_model(name):
+        raise ValueError(f"timm has no model {name!r}; ViTs include "
+                         f"{', '.join(timm.list_models('vit_tiny*')[:3])}, "
+                         "deit_tiny_patch16_224")
+    return timm
 
 
 #: The adapter every part of the package goes through.

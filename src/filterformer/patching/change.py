@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..families import is_timm_vision_transformer
+from ..families import HUGGING_FACE, family_of
 from ..nn import masked_mean
 
 __all__ = ["PatchChange", "final_hidden_states", "patch_change"]
@@ -40,11 +40,13 @@ class PatchChange:
 
 
 def final_hidden_states(model: nn.Module, inputs: Mapping[str, Any] | Tensor) -> Tensor:
-    """The ``(B, N, D)`` final hidden states of ``model`` on ``inputs``.
+    """The ``(B, N, D)`` final hidden states of ``model`` on ``inputs``, as its family's adapter
+    reads them (:meth:`~filterformer.families.ModelFamily.final_hidden_states`).
 
     A timm ViT's are ``forward_features(inputs)``; a Hugging Face model's are its
     ``last_hidden_state``, or the last of its ``hidden_states`` where its output has no
-    ``last_hidden_state`` (models with a task head).
+    ``last_hidden_state`` (models with a task head). A model of neither family is called as a
+    Hugging Face model is.
 
     Args:
         model: a Hugging Face model (called as ``model(**inputs)``) or a timm ViT
@@ -52,18 +54,7 @@ def final_hidden_states(model: nn.Module, inputs: Mapping[str, Any] | Tensor) ->
         inputs: the model's keyword arguments (``input_ids``, ``attention_mask``, ...) or, for
             a timm ViT, its ``(B, C, H, W)`` images.
     """
-    if is_timm_vision_transformer(model):
-        if not isinstance(inputs, Tensor):
-            raise ValueError("inputs of a timm ViT must be its (B, C, H, W) images as a tensor; "
-                             f"got {type(inputs).__name__}")
-        return model.forward_features(inputs)
-    if not isinstance(inputs, Mapping):
-        raise ValueError("inputs of a Hugging Face model must be its keyword arguments "
-                         f"(input_ids, attention_mask, ...) as a mapping; got "
-                         f"{type(inputs).__name__}")
-    output = model(**inputs, output_hidden_states=True)
-    last = getattr(output, "last_hidden_state", None)
-    return last if last is not None else output.hidden_states[-1]
+    return (family_of(model) or HUGGING_FACE).final_hidden_states(model, inputs)
 
 
 @torch.no_grad()

@@ -27,13 +27,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..families import family_named
 from ..method_spec import MethodSpec, parse_patch, preset_options
 from ..weight_files import remove_weight_files
 from .absent_modules import absent_modules
 from .state import PatchState, get_patch_state
 
 __all__ = [
-    "BACKENDS",
     "MARKER_KEY",
     "PATCH_FILE",
     "PATCH_FORMAT",
@@ -50,8 +50,6 @@ PATCH_FILE = "filterformer.json"
 PATCH_FORMAT = 1
 #: The weight entry that names, in any loader's report of unexpected keys, the loader to use.
 MARKER_KEY = "filterformer.from_pretrained"
-#: The libraries whose models are saved with their patch.
-BACKENDS = ("transformers", "timm")
 #: The fields of :data:`PATCH_FILE`, all required.
 FIELDS = ("format", "filterformer_version", "backend", "model", "method", "options")
 #: The fields written only when they have something to say.
@@ -66,7 +64,8 @@ class SavedPatch:
     """The contents of a ``filterformer.json``.
 
     Attributes:
-        backend: ``"transformers"`` or ``"timm"``.
+        backend: the model family's library (:func:`~filterformer.families.family_named`):
+            ``"transformers"`` or ``"timm"``.
         model: the ``transformers`` class to rebuild (``"BertForSequenceClassification"``), or
             the timm architecture (``"deit_tiny_patch16_224"``).
         spec: the patch.
@@ -157,8 +156,10 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
             f"(supported: {PATCH_FORMAT}); it was written by filterformer "
             f"{data['filterformer_version']!r}"
         )
-    if data["backend"] not in BACKENDS:
-        raise ValueError(f"{path}: backend must be one of {BACKENDS}; got {data['backend']!r}")
+    try:
+        family_named(data["backend"])
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
     for field in ("model", "filterformer_version", "method"):
         if not isinstance(data[field], str) or not data[field]:
             raise ValueError(f"{path}: {field} must be a non-empty string; got {data[field]!r}")
@@ -202,11 +203,11 @@ def with_marker(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
 def keep_patch_on_save(state: PatchState) -> None:
     """Let the patched model's saves carry the patch, and its loads accept what they carry.
 
-    A Hugging Face model's own ``save_pretrained`` (the one ``transformers.Trainer`` calls)
-    becomes one that also writes :data:`MARKER_KEY` and
-    ``filterformer.json``; the model drops :data:`MARKER_KEY` from any state dict it loads (a
-    Trainer resuming from such a checkpoint loads it with ``load_state_dict``). ``unpatch``
-    removes both.
+    Where the model's family saves its models themselves (``saves_itself``: Hugging Face),
+    the model's own ``save_pretrained`` (the one ``transformers.Trainer`` calls) becomes one
+    that also writes :data:`MARKER_KEY` and ``filterformer.json``; the model drops
+    :data:`MARKER_KEY` from any state dict it loads (a Trainer resuming from such a checkpoint
+    loads it with ``load_state_dict``). ``unpatch`` removes both.
     """
     model = state.model
     register = getattr(model, "register_load_state_dict_pre_hook", None)  # public from torch 2.5
@@ -214,7 +215,7 @@ def keep_patch_on_save(state: PatchState) -> None:
         state.add_hook(model._register_load_state_dict_pre_hook(_drop_marker, with_module=True))
     else:
         state.add_hook(register(_drop_marker))
-    if state.backend == "transformers":
+    if family_named(state.backend).saves_itself:
         state.set_attribute(model, "save_pretrained", types.MethodType(_save_pretrained, model))
 
 

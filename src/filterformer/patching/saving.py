@@ -4,7 +4,9 @@ A saved directory holds what the model's own library would write (a Hugging Face
 ``config.json`` and ``model.safetensors``, written by ``transformers``; for timm, a ``config.json``
 in timm's layout with the architecture and ``create_model`` arguments, and ``model.safetensors``)
 plus ``filterformer.json``, which says how to patch the rebuilt model before its weights are
-loaded (:mod:`~filterformer.patching.saved_patch`).
+loaded (:mod:`~filterformer.patching.saved_patch`). What a family's files are, and the model they
+rebuild, is its adapter's (:func:`~filterformer.families.family_named` of the patch's backend):
+this module adds the patch, the marker weight and the strict load.
 
 filterformer's own models (:class:`~filterformer.models.CausalLM`, ...) need no patch: both
 functions save and rebuild them as their own ``save_pretrained`` / ``from_pretrained`` do
@@ -23,7 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..families.hf_directory import load_config
+from ..families import LaidOutFamily, family_named
+from ..families.timm_saved import create_arguments
 from ..method_spec import MethodSpec
 from ..models.saved_model import SavesPretrained, is_saved_model_directory, load_saved_model
 from ..weight_files import WEIGHTS_FILE, read_weights, remove_weight_files, take_saved_dtype
@@ -41,8 +44,6 @@ from .state import PatchState, get_patch_state
 __all__ = ["from_pretrained", "save_pretrained"]
 
 CONFIG_FILE = "config.json"
-#: The fields of a timm ``config.json`` that rebuild the model.
-TIMM_FIELDS = ("architecture", "num_classes", "model_args")
 
 
 def save_pretrained(
@@ -102,7 +103,8 @@ def save_pretrained(
             f"{type(state.model).__name__}; save that model"
         )
     directory = Path(directory)
-    if state.backend == "transformers":
+    family = family_named(state.backend)
+    if family.saves_itself:  # its save writes the patch too (saved_patch.keep_patch_on_save)
         if create_kwargs is not None:
             raise ValueError(
                 "create_kwargs is for timm models; a Hugging Face model is rebuilt from its config"
@@ -113,7 +115,7 @@ def save_pretrained(
             raise ValueError(
                 f"unknown argument(s) {sorted(save_kwargs)} for a timm model; valid: create_kwargs"
             )
-        _save_timm(model, state, directory, create_kwargs)
+        _save_layout(model, state, family, directory, create_kwargs)
     return directory
 
 
@@ -121,9 +123,10 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     """Rebuild a model saved by :func:`save_pretrained`: the base model, patched, every weight
     loaded, in eval mode (or filterformer's own model, as its ``from_pretrained`` does).
 
-    Hugging Face models are rebuilt as the class that was saved (``BertModel``,
-    ``LlamaForCausalLM``, ``BertForSequenceClassification``, ...) from the saved config; timm
-    models by ``timm.create_model`` with the saved architecture and arguments. Parts of the class
+    The family the patch's backend names rebuilds the model (its adapter's ``rebuild``): Hugging
+    Face models as the class that was saved (``BertModel``, ``LlamaForCausalLM``,
+    ``BertForSequenceClassification``, ...) from the saved config; timm models by
+    ``timm.create_model`` with the saved architecture and arguments. Parts of the class
     that the saved model went without (BERT's pooler, as ``pretrained:`` runs drop it) are left
     out again. The model takes the dtype of its saved floating-point weights.
 
@@ -138,10 +141,8 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     if not (directory / PATCH_FILE).is_file() and is_saved_model_directory(directory):
         return load_saved_model(directory)
     saved = read_patch_file(directory)
-    if saved.backend == "transformers":
-        model = _build_transformers(directory, saved.model)
-    else:
-        model = _build_timm(directory, saved.model)
+    family = family_named(saved.backend)
+    model = family.rebuild(directory, saved.model, named_in=directory / PATCH_FILE)
     remove_modules(model, saved.without_modules, directory / PATCH_FILE)
     weights = read_weights(directory)
     take_saved_dtype(model, weights)
@@ -150,100 +151,39 @@ def from_pretrained(directory: str | os.PathLike) -> nn.Module:
     return model.eval()
 
 
-# ----- Hugging Face -----------------------------------------------------------------------
+# ----- a family without a save of its own (timm) -------------------------------------------
 
 
-def _build_transformers(directory: Path, class_name: str) -> nn.Module:
-    import transformers
-
-    cls = getattr(transformers, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
-        raise ValueError(
-            f"{directory / PATCH_FILE}: model {class_name!r} is not a transformers model class "
-            "(e.g. 'BertModel', 'LlamaForCausalLM', 'BertForSequenceClassification')"
-        )
-    config = load_config(directory)
-    expected = cls.config_class
-    if isinstance(expected, type) and expected is not transformers.PretrainedConfig and not (
-        isinstance(config, expected)
-    ):
-        raise ValueError(
-            f"{directory / PATCH_FILE} names model {class_name!r}, which is built from a "
-            f"{expected.__name__} (model_type {getattr(expected, 'model_type', '')!r}), and "
-            f"{directory / CONFIG_FILE} holds a {type(config).__name__} (model_type "
-            f"{config.model_type!r}); they must agree: name the class that was saved "
-            f"(one for model_type {config.model_type!r})"
-        )
-    model = cls(config)
-    if model.can_generate() and (directory / "generation_config.json").is_file():
-        model.generation_config = transformers.GenerationConfig.from_pretrained(
-            directory, local_files_only=True
-        )
-    return model
-
-
-# ----- timm ---------------------------------------------------------------------------------
-
-
-def _save_timm(
-    model: nn.Module, state: PatchState, directory: Path, create_kwargs: Mapping[str, Any] | None
+def _save_layout(
+    model: nn.Module,
+    state: PatchState,
+    family: LaidOutFamily,
+    directory: Path,
+    create_kwargs: Mapping[str, Any] | None,
 ) -> None:
+    """Write the family's ``config.json``, the weights with :data:`MARKER_KEY` and the patch."""
     from safetensors.torch import save_file
 
-    architecture = (getattr(model, "pretrained_cfg", None) or {}).get("architecture")
-    if not architecture:
-        raise ValueError(
-            f"the {type(model).__name__} has no pretrained_cfg['architecture'], so the timm model "
-            "name that rebuilds it is unknown; build it with timm.create_model"
-        )
-    recorded = getattr(model, "_model_args", None)  # timm's record of create_model's arguments
-    kwargs = dict(recorded or {}) if create_kwargs is None else dict(create_kwargs)
-    for key, value in kwargs.items():
-        if not _is_json(value):
-            raise ValueError(
-                f"create_kwargs[{key!r}] = {value!r} cannot be saved as JSON; pass create_kwargs "
-                "with a JSON value for it (e.g. a layer's name instead of the layer)"
-            )
-    config = {
-        "architecture": architecture,
-        "num_classes": model.num_classes,
-        "model_args": kwargs,
-        "pretrained_cfg": {k: v for k, v in model.pretrained_cfg.items() if _is_json(v)},
-    }
-    _check_rebuilds(model, state.spec, architecture, _create_kwargs(config))
+    config = family.saved_config(model, create_kwargs)
+    _check_rebuilds(model, state.spec, family, config)
     directory.mkdir(parents=True, exist_ok=True)
     remove_weight_files(directory)  # an earlier save's shards would stay beside the new file
     (directory / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     weights = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
     save_file(with_marker(weights), directory / WEIGHTS_FILE, metadata={"format": "pt"})
-    write_patch_file(directory, state, architecture)
-
-
-def _create_kwargs(config: Mapping[str, Any]) -> dict[str, Any]:
-    return {"num_classes": config["num_classes"], **config["model_args"]}
-
-
-def _create_timm(architecture: str, kwargs: Mapping[str, Any]) -> nn.Module:
-    import timm
-
-    try:
-        return timm.create_model(architecture, pretrained=False, **kwargs)
-    except TypeError as err:
-        raise ValueError(
-            f"timm.create_model({architecture!r}, **{dict(kwargs)}) fails: {err}"
-        ) from err
+    write_patch_file(directory, state, config["architecture"])
 
 
 def _check_rebuilds(
-    model: nn.Module, spec: MethodSpec, architecture: str, kwargs: Mapping[str, Any]
+    model: nn.Module, spec: MethodSpec, family: LaidOutFamily, config: Mapping[str, Any]
 ) -> None:
-    """Raise ValueError unless ``architecture`` built with ``kwargs`` and patched with ``spec``
-    has ``model``'s weight names and shapes (built on the meta device: no memory, no init)."""
+    """Raise ValueError unless the model ``config`` describes, patched with ``spec``, has
+    ``model``'s weight names and shapes (built on the meta device: no memory, no init)."""
     try:
         with torch.device("meta"):
-            reference = _create_timm(architecture, kwargs)
+            reference = family.from_saved_config(config)
     except (RuntimeError, NotImplementedError):  # a constructor that reads tensor values
-        reference = _create_timm(architecture, kwargs)
+        reference = family.from_saved_config(config)
     patch_for_inspection(reference, spec)
     ours = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     rebuilt = {k: tuple(v.shape) for k, v in reference.state_dict().items()}
@@ -251,38 +191,13 @@ def _check_rebuilds(
     if differ:
         shown = [f"{k}: {ours.get(k, 'absent')} here, {rebuilt.get(k, 'absent')} rebuilt"
                  for k in differ[:5]]
+        kwargs = create_arguments(config)
         raise ValueError(
-            f"timm.create_model({architecture!r}, **{dict(kwargs)}) does not rebuild this model "
-            f"({len(differ)} weights differ: {'; '.join(shown)}); pass the keyword arguments it "
-            "was created with: save_pretrained(model, directory, create_kwargs={'img_size': ..., "
-            "'depth': ..., ...})"
+            f"timm.create_model({config['architecture']!r}, **{kwargs}) does not rebuild this "
+            f"model ({len(differ)} weights differ: {'; '.join(shown)}); pass the keyword "
+            "arguments it was created with: save_pretrained(model, directory, create_kwargs="
+            "{'img_size': ..., 'depth': ..., ...})"
         )
-
-
-def _build_timm(directory: Path, architecture: str) -> nn.Module:
-    path = directory / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(f"{directory} has no {CONFIG_FILE} for its timm model")
-    config = json.loads(path.read_text())
-    missing = [field for field in TIMM_FIELDS if field not in config]
-    if missing:
-        raise ValueError(f"{path}: missing field(s) {missing}; timm's layout has {TIMM_FIELDS}")
-    if not isinstance(config["model_args"], dict):
-        raise ValueError(f"{path}: model_args must be a JSON object; got {config['model_args']!r}")
-    if config["architecture"] != architecture:
-        raise ValueError(
-            f"{path} names architecture {config['architecture']!r} and {PATCH_FILE} names "
-            f"{architecture!r}; they must agree"
-        )
-    return _create_timm(architecture, _create_kwargs(config))
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
 
 
 # ----- weights ------------------------------------------------------------------------------

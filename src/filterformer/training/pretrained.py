@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..attention.graph_filter import GRAPH_FILTER_OPTIONS
-from ..families import HUGGING_FACE, MINILM, TIMM
+from ..families import HUGGING_FACE, MINILM, TIMM, family_named
 from ..families.hf_directory import pretrained_directory
 from ..jsonsafe import reject_unknown_fields
 from ..method_spec import PATCHABLE_PRESETS, MethodSpec, parse_patch
@@ -68,8 +68,7 @@ PRETRAINED_MODEL_FIELDS = (
 )
 #: GFSA options that a patch takes (``model.attention_options``).
 GFSA_PATCH_OPTIONS = tuple(GRAPH_FILTER_OPTIONS)
-#: Where a pretrained backbone comes from, and what sits on it.
-BACKENDS = ("transformers", "timm")
+#: What sits on a pretrained backbone.
 HEADS = ("classification",)
 
 _TAKES = (f"methods a pretrained model takes: {', '.join(PATCHABLE_METHODS)} and their "
@@ -200,8 +199,7 @@ class PretrainedModelConfig:
     patch_size: int | None = None
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}; got {self.backend!r}")
+        family_named(self.backend)  # ValueError naming the backends
         if self.head not in HEADS:
             raise ValueError(f"head must be one of {HEADS}; got {self.head!r}")
         self._spec = None if self.patch is None else parse_patch(self.patch, **self.patch_options)
