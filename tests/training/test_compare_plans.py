@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from filterformer.method_spec import CONFIG_FIELDS, MethodSpec
 from filterformer.training import config_files, trainer
 from filterformer.training.compare import (
     ComparisonResults,
@@ -73,10 +74,14 @@ def test_run_plans_are_made_once_and_equal_what_the_runs_record(tmp_path, monkey
         assert (run["method"], run["seed"], run["run_dir"]) == (plan.name, plan.seed,
                                                                  str(plan.run_dir))
         models.setdefault(plan.name, summary["model_config"])
+        # The plan's method is the one the run's model was built with.
+        built = {k: v for k, v in summary["model_config"].items() if k in CONFIG_FIELDS}
+        assert plan.spec == MethodSpec.from_config(built)
         assert summary["model_config"] == models[plan.name]  # one model per method
     some = config.plan("gfsa-some", seeds[1]).config
     assert some.optimizer.lr == lr and some.model["attention_layers"] == tuple(layers)
     assert models["gfsa-some"]["attention_layers"] == layers
+    assert config.plan("gfsa-some", seeds[0]).spec == MethodSpec.parse("gfsa", layers=layers)
     assert config.plan("softmax", seeds[0]).config.optimizer.lr == config.base.optimizer.lr
 
 

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..method_spec import CONFIG_FIELDS, MethodSpec
 from ..methods import apply_method, method_changes
 from ..models import TransformerConfig
 from ..nn import POOLINGS
@@ -253,6 +254,15 @@ class TrainConfig:
             pretrained_method(self.model, self.method)
             self.task_options = pretrained_task_options(self.task, self.task_options,
                                                         self.pretrained)
+
+    def method_spec(self) -> MethodSpec:
+        """The method this run builds (natively) or patches in (a pretrained run), as one
+        :class:`~filterformer.method_spec.MethodSpec`: the preset under the explicit method
+        fields of ``model``. An unpatched pretrained run's is plain softmax."""
+        if self.pretrained is not None:
+            return pretrained_method(self.model, self.method) or MethodSpec()
+        fields = {key: value for key, value in self.model.items() if key in CONFIG_FIELDS}
+        return MethodSpec.from_config(fields, self.method)
 
     def transformer_config(
         self,

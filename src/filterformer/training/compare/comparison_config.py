@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...checks import check_integer
+from ...method_spec import CONFIG_FIELDS
 from ...methods import DEFAULT_METHODS
 from ..config_files import apply_overrides, read_config_file
 from ..config_values import check_fields, dataclass_from_dict
@@ -46,8 +47,7 @@ DEFAULT_COMPARE_CONFIG: dict[str, Any] = {
 }
 
 #: Model fields the method presets set: a comparison's base config must leave them alone.
-METHOD_FIELDS = ("attention", "attention_options", "attention_layers", "neutreno_lambda",
-                 "neutreno_learnable", "neutreno_warmup", "fusion")
+METHOD_FIELDS = tuple(CONFIG_FIELDS)
 @dataclass
 class CompareConfig:
     """A comparison.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...method_spec import MethodSpec
 from ..config_files import set_values
 from ..model_building import ModelConfig, resolve_model_config
 from ..run_config import TrainConfig
@@ -31,7 +32,7 @@ class RunPlan:
     Attributes:
         name: the compared method's name (its label and ``runs/<name>/``).
         seed: the run's seed.
-        spec: the method: a preset of :mod:`filterformer.methods` or presets joined by ``+``.
+        spec: the method as the run builds or patches it (its preset under its overrides).
         config: the run's whole training config: the budget, the method, its overrides, the
             seed and the run directory.
         run_dir: the run directory, ``<output_dir>/runs/<name>/seed-<seed>``.
@@ -39,7 +40,7 @@ class RunPlan:
 
     name: str
     seed: int
-    spec: str
+    spec: MethodSpec
     config: TrainConfig
     run_dir: Path
 
@@ -85,9 +86,10 @@ def plan_runs(base: TrainConfig, entries: Iterable[MethodEntry],
     plans = []
     for entry in entries:
         config = method_config(base, entry)
+        spec = config.method_spec()
         for seed in seeds:
             run_dir = run_directory(base.output_dir, entry.name, seed)
-            plans.append(RunPlan(entry.name, seed, entry.method,
+            plans.append(RunPlan(entry.name, seed, spec,
                                  dataclasses.replace(config, seed=seed, output_dir=str(run_dir)),
                                  run_dir))
     return tuple(plans)
