@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import BenchRecord, find_record
+from .records import BenchRecord
 from .step_cases import ALL_MODES
 from .targets import TargetResult
 
@@ -24,6 +24,10 @@ _METHOD = (
     "memory.")
 
 
+def _find(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:
+    return next((r for r in records if (r.method, r.N, r.mode) == (method, N, mode)), None)
+
+
 def _number(value: float) -> str:
     if 0 < abs(value) < 0.01:
         return f"{value:.1e}"
@@ -34,7 +38,7 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
     value = None if record is None else getattr(record, quantity)
     if record is None or not record.measured or value is None:
         return "" if record is None else "skip"
-    base = record.baseline and find_record(records, record.baseline, record.N, record.mode)
+    base = record.baseline and _find(records, record.baseline, record.N, record.mode)
     if base and base.measured and (getattr(base, quantity) or 0) > 0:
         return f"{_number(value)} ({value / getattr(base, quantity):.2f}×)"
     return _number(value)
@@ -49,7 +53,7 @@ def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
              "|---|---|---|" + "---:|" * len(lengths)]
     for method in dict.fromkeys(r.method for r in rows):
         first = next(r for r in rows if r.method == method)
-        cells = [_cell(records, find_record(records, method, N, mode), quantity) for N in lengths]
+        cells = [_cell(records, _find(records, method, N, mode), quantity) for N in lengths]
         lines.append(f"| {method} | {first.level} | {first.baseline or ''} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) if rows else ""
@@ -64,8 +68,8 @@ def targets_table(results: list[TargetResult]) -> str:
             " ({:.2f}–{:.2f})".format(*spread) if spread else "")
         verdict = {None: result.note or "not measured", True: "pass", False: "**miss**"}[
             result.passed]
-        if target.direction == "info":
-            verdict = "information" if result.value is not None else verdict
+        if target.direction == "info" and result.value is not None:
+            verdict = "information"
         modes = " / ".join(dict.fromkeys((target.numerator.mode, target.denominator.mode)))
         required = "—" if target.direction == "info" else f"{target.direction} {target.bound:g}"
         lines.append(f"| {target.name} | {modes} | {value} | {required} | {verdict} |")

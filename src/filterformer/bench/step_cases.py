@@ -1,13 +1,7 @@
-"""Benchmark cases: a method built at one size, fed seeded random inputs, ready to step.
-
-Kernels take q, k, v ``(B, h, N, d)``; attention modules take x ``(B, N, D)`` and a context that
-holds a first layer's values V⁰ (so NeuTRENO's term is active); models take embeddings
-``(B, N, D)``. A ``train`` step is forward + backward of a fixed random upstream gradient (plus
-any auxiliary loss, e.g. AGF's regulariser); a ``compiled`` step is a ``train`` step whose
-kernel, module or model is compiled as a compiled run compiles it; an ``inference`` step is the
-forward under ``torch.inference_mode`` in ``eval()``. Inputs have their own seed, so methods
-compared with each other are fed the same tensors whatever their weights consumed.
-"""
+"""Benchmark cases: a method built at one size, fed random inputs of their own seed (so methods
+compared are fed the same tensors), ready to step. A ``train`` step is forward + backward of a
+fixed upstream gradient (plus any auxiliary loss); ``compiled``, that of the compiled callable;
+``inference``, the forward under ``torch.inference_mode`` in ``eval()``."""
 
 from __future__ import annotations
 
@@ -23,11 +17,7 @@ from ..attention import AttentionContext
 __all__ = ["ALL_MODES", "COMPILED", "MODES", "BenchCase", "BenchShape", "CaseBuilder",
            "kernel_case", "model_case", "module_case"]
 
-#: ``train`` times forward + backward, ``inference`` the forward under ``torch.inference_mode``.
-MODES = ("train", "inference")
-#: A training step of the compiled kernel, module or model (:func:`~filterformer.training.
-#: compilation.compile_model`): a mode a run adds on request.
-COMPILED = "compiled"
+MODES, COMPILED = ("train", "inference"), "compiled"  # compiled: a mode a run adds on request
 ALL_MODES = (*MODES, COMPILED)
 
 
@@ -53,10 +43,9 @@ class BenchShape:
 
 @dataclass
 class BenchCase:
-    """One method at one size: ``forward()`` returns its main output, then scalar losses;
-    ``grad_output`` is the main output's upstream gradient (``train``), ``leaves`` the tensors
-    whose gradients :meth:`reset` clears, ``inputs`` what the forward is fed, ``module`` the
-    module or model stepped, if any; ``update`` runs after the backward (e.g. an optimiser)."""
+    """``forward()`` returns the main output, then scalar losses; ``grad_output``: the main
+    output's upstream gradient (``train``); ``leaves``: what :meth:`reset` clears the gradient
+    of; ``update`` runs after the backward (an optimiser)."""
 
     forward: Callable[[], Sequence[Tensor]]
     mode: str
@@ -67,7 +56,6 @@ class BenchCase:
     update: Callable[[], None] | None = None
 
     def step(self) -> None:
-        """Gradients cleared, then forward + backward (``train``) or the forward alone."""
         if self.mode == "inference":
             with torch.inference_mode():
                 self.forward()
@@ -88,7 +76,6 @@ CaseBuilder = Callable[[BenchShape, int, str, torch.device], BenchCase]
 
 
 def _compiled_in(mode: str, call: Any) -> Any:
-    """``call`` (a function or module) compiled in ``compiled`` mode, else itself."""
     if mode not in ALL_MODES:
         raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}; got {mode!r}")
     if mode != COMPILED:
@@ -101,8 +88,8 @@ def _compiled_in(mode: str, call: Any) -> Any:
 def _case(mode: str, device: torch.device, shapes: dict[str, tuple[int, ...]],
           forward: Callable[[dict[str, Tensor]], Sequence[Tensor]], out: tuple[int, ...],
           module: nn.Module | None = None, grad: bool = True) -> BenchCase:
-    """Inputs of ``shapes`` (taking gradients in ``train`` where ``grad``), then the upstream
-    gradient of an output of shape ``out``, all drawn from the inputs' own seed."""
+    """Inputs of ``shapes`` (with gradients in ``train`` where ``grad``), then the upstream
+    gradient of an output of shape ``out``."""
     train, generator = mode != "inference", torch.Generator().manual_seed(0)
     draw = lambda *shape: torch.randn(shape, generator=generator).to(device)  # noqa: E731
     inputs = {name: draw(*shape).requires_grad_(train and grad) for name, shape in shapes.items()}
@@ -119,9 +106,9 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         qkv = (shape.batch, shape.heads, N, shape.head_dim)
         names = ("q", "k", "v", "w0", "w1", "wK") if coefficients else ("q", "k", "v")
-        shapes = {n: qkv if n in "qkv" else (shape.heads,) for n in names}
         call = _compiled_in(mode, kernel)
-        return _case(mode, device, shapes, lambda x: [call(*x.values())], qkv)
+        return _case(mode, device, {n: qkv if n in "qkv" else (shape.heads,) for n in names},
+                     lambda x: [call(*x.values())], qkv)
 
     return build
 
@@ -146,10 +133,8 @@ def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     return build
 
 
-def model_case(
-    model: Callable[[BenchShape, int], nn.Module],
-    forward: Callable[[nn.Module, Tensor], Sequence[Tensor]],
-) -> CaseBuilder:
+def model_case(model: Callable[[BenchShape, int], nn.Module],
+               forward: Callable[[nn.Module, Tensor], Sequence[Tensor]]) -> CaseBuilder:
     """Cases of the whole model ``model(shape, N)`` on random embeddings x ``(B, N, D)``;
     ``forward(model, x)`` returns the last hidden states ``(B, N, D)``, then any losses."""
 
