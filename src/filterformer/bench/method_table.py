@@ -1,10 +1,6 @@
-"""The benchmarked methods, a row each: what one step runs and what it is compared with.
-
-Kernels call the library's kernels and are compared with ``sdpa``; attention modules and models
-are built from the presets of :mod:`filterformer.methods` and compared with ``softmax-module``
-and ``model-softmax`` (ours with x-transformers' ``Encoder``). Rows outside the default table
-(``table=False``) are the targets' larger cases: decoding, a BERT-sized classifier, generation.
-"""
+"""The benchmarked methods, a row each: kernels (against ``sdpa``), attention modules and models
+built from :mod:`filterformer.methods`' presets (against ``softmax-module``, ``model-softmax``),
+and, outside the default table, the targets' larger cases (decoding, a classifier, generation)."""
 
 from __future__ import annotations
 
@@ -28,9 +24,8 @@ __all__ = ["BENCH_METHODS", "BenchMethod", "build_case", "explicit_gfsa", "get_m
 
 @dataclass(frozen=True)
 class BenchMethod:
-    """A row: its ``name``, ``level`` (``kernel``, ``module``, ``model``), its cases (``build``),
-    what one step runs (``timed``), the row it is compared with (``baseline``), the ``longest``
-    N a run tries per mode where memory grows too fast, and whether a default run's table has it."""
+    """A row: ``level`` is ``kernel``, ``module`` or ``model``; ``timed``, what one step runs;
+    ``longest``, per mode, the longest N tried where memory grows too fast."""
 
     name: str
     level: str
@@ -54,9 +49,8 @@ def explicit_gfsa(
 
 
 def xtransformers_encoder(dim: int, depth: int, heads: int, mlp_ratio: float) -> nn.Module:
-    """x-transformers' ``Encoder`` shaped like our model, with fused SDPA; by its design its
-    LayerNorms and attention output projection have no bias (``depth·3·D + D`` fewer weights).
-    ImportError (the case is skipped) where it is not installed."""
+    """x-transformers' ``Encoder`` shaped like our model, with fused SDPA (by its design without
+    LayerNorm and attention output biases); an ImportError (a skipped case) where missing."""
     try:
         from x_transformers import Encoder
     except ImportError as err:
@@ -67,19 +61,14 @@ def xtransformers_encoder(dim: int, depth: int, heads: int, mlp_ratio: float) ->
 
 
 def _module(preset: str, **options: object) -> CaseBuilder:
-    """Cases of the attention module that method ``preset`` puts in every block."""
     changes = apply_method({"attention_options": options}, preset)
     return module_case(lambda shape: build_attention(
         changes.get("attention", "softmax"), shape.width, shape.heads,
         neutreno_lambda=changes.get("neutreno_lambda", 0.0), **changes["attention_options"]))
 
 
-def _listed(options: dict[str, object]) -> str:
-    return "".join(f" {key}={value}" for key, value in options.items())
-
-
 def _model(preset: str, **options: object) -> CaseBuilder:
-    """Cases of our Transformer (pre-LN, no qkv bias, no positions) with method ``preset``."""
+    """Our Transformer (pre-LN, no qkv bias, no positions) with method ``preset``."""
 
     def model(shape: BenchShape, N: int) -> nn.Module:
         fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
@@ -136,7 +125,7 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
                                                shape.mlp_ratio), lambda m, x: [m(x)]),
            timed="x-transformers Encoder of the same shape (attn_flash=True) on embeddings"),
     *(_Model(f"model-{name}", build=_model(preset, **options),
-             timed=f"our Transformer with {preset}{_listed(options)} in every block")
+             timed=f"our Transformer with {preset}{' (k=256)' if options else ''} in every block")
       for name, preset, options in (
           ("gfsa", "gfsa", {}), ("neutreno", "neutreno", {}), ("agf", "agf", {}),
           ("samsa", "samsa_hard", {"num_samples": 256}),

@@ -1,9 +1,6 @@
-"""Cases of whole language models: a classifier's training step, cached greedy decoding after a
-prompt of N tokens, and ``generate()``.
-
-Two families decode: our :class:`~filterformer.models.CausalLM` and a Hugging Face Llama built
-from a config (``h/2`` key/value heads, SwiGLU), patched with :func:`~filterformer.patching.patch`.
-"""
+"""Cases of whole language models: a classifier's training step, ``generate()``, and cached
+greedy decoding by our CausalLM and a config-built Hugging Face Llama (``h/2`` key/value heads,
+SwiGLU) patched with :func:`~filterformer.patching.patch`."""
 
 from __future__ import annotations
 
@@ -33,8 +30,8 @@ def _prompt(shape: BenchShape, N: int, high: int, device: torch.device) -> Tenso
 
 
 def classifier_case(preset: str, vocab_size: int, **options: object) -> CaseBuilder:
-    """Cases of a training step of ``preset``'s classifier (2 classes) on one random batch
-    ``(B, N)``: forward, backward, clipping to norm 1, AdamW."""
+    """Training steps of ``preset``'s classifier on a random batch ``(B, N)``: forward, backward,
+    clipping to norm 1, AdamW."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
@@ -59,8 +56,7 @@ def classifier_case(preset: str, vocab_size: int, **options: object) -> CaseBuil
 
 
 def build_decoder_model(family: str, method: str, shape: BenchShape, max_len: int) -> nn.Module:
-    """``method``'s causal LM of ``family`` (``native`` or ``hf-llama``) and ``shape``, in
-    ``eval()``, for sequences up to ``max_len``."""
+    """``method``'s causal LM of ``family`` (``native``, ``hf-llama``) in ``eval()``."""
     if family == "native":
         fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
                   "vocab_size": VOCAB_SIZE, "max_len": max_len, "causal": True}
@@ -121,8 +117,7 @@ def decode_greedy(decoder: PrefilledDecoder, tokens: int) -> Tensor:
 
 
 def decoding_case(family: str, method: str) -> CaseBuilder:
-    """Cases whose step cuts the cache back to a prompt of N tokens, then decodes
-    :data:`TOKENS` greedy tokens (in inference mode, whatever the mode)."""
+    """Steps that cut the cache back to a prompt of N tokens, then decode :data:`TOKENS`."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         model = build_decoder_model(family, method, shape, N + TOKENS + 1).to(device)
@@ -140,8 +135,7 @@ def decoding_case(family: str, method: str) -> CaseBuilder:
 
 
 def generation_case(method: str) -> CaseBuilder:
-    """Cases of our CausalLM's ``generate()`` of :data:`GENERATED_TOKENS` tokens after a prompt
-    of N tokens, once a 16-token generation has started the GPU libraries."""
+    """``generate()`` of 64 tokens after N, once a 16-token one has started the GPU libraries."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         model = build_decoder_model("native", method, shape, N + GENERATED_TOKENS + 1).to(device)

@@ -3,6 +3,7 @@ the targets' results."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,10 +25,9 @@ BENCH_VERSION = 2
 
 @dataclass
 class BenchRecord:
-    """One configuration's result: its first full-size step and the median step (ms), the
-    extra memory of its first step (MiB), or why it was ``skipped`` (``failed`` where it raised
-    rather than being left out by design); the sizes (``dim`` is d, ``width`` D for modules and
-    models), each round's mean step (``times_ms``), the level, baseline and what a step runs."""
+    """One configuration: its first and median step (ms), its first step's extra memory (MiB),
+    each round's mean step, or why it was ``skipped`` (``failed`` where it raised); ``dim`` is
+    d, ``width`` D (modules and models); ``notes``: what a step runs."""
 
     method: str
     N: int
@@ -60,18 +60,18 @@ def machine_info(device: str) -> dict[str, Any]:
     """What the figures depend on: hardware, threads, library versions, load, date."""
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    try:
-        peer = version("x-transformers")
-    except PackageNotFoundError:
-        peer = None
-    return {"device": device, "cpu": next((ln.partition(":")[2].strip() for ln in lines
-                                           if ln.startswith("model name")), platform.machine()),
+    info = {"device": device, "cpu": next((line.partition(":")[2].strip() for line in lines
+                                           if line.startswith("model name")), platform.machine()),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": platform.python_version(),
             "platform": platform.platform(), "load_average": load_average(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "x_transformers": peer, **({"gpu": torch.cuda.get_device_name(),
-                                        "cuda": torch.version.cuda} if device == "cuda" else {})}
+            "x_transformers": None}
+    with contextlib.suppress(PackageNotFoundError):
+        info["x_transformers"] = version("x-transformers")
+    if device == "cuda":
+        info["gpu"], info["cuda"] = torch.cuda.get_device_name(), torch.version.cuda
+    return info
 
 
 def save_bench(path: str | Path, machine: dict[str, Any], records: list[BenchRecord],

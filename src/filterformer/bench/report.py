@@ -13,15 +13,10 @@ __all__ = ["markdown_report", "quantity_table", "targets_table"]
 
 _MODE_TITLES = {"train": "training (forward + backward)", "inference": "inference (forward)",
                 "compiled": "compiled training (forward + backward)"}
-_METHOD = (
-    "- Time: the median over rounds of the mean step of a block timed by torch.utils.benchmark "
-    "(training: forward + backward of a fixed upstream gradient; inference: forward under "
-    "inference_mode). A target's two cases are built in one process and their blocks alternate "
-    "in rounds, so load from elsewhere falls on both alike: its time ratio is the median of the "
-    "rounds' ratios, their middle half in parentheses.\n"
-    "- Memory: extra memory of the first full-size step over the inputs and weights already "
-    "held: on the CPU peak RSS growth (VmHWM reset before the step), on CUDA peak allocated "
-    "memory.")
+_METHOD = ("- Time: the median over rounds of a block's mean step; a target's cases alternate in "
+           "rounds, its ratio the median of the rounds' ratios (middle half in parentheses). "
+           "Memory: the first full-size step's extra memory (CPU: peak RSS growth; CUDA: peak "
+           "allocated). How: docs/bench.md.")
 
 
 def _find(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:
@@ -45,8 +40,7 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
 
 
 def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
-    """A markdown table of ``quantity`` (``median_ms`` or ``peak_mb``) in ``mode``: a row per
-    method, a column per N, each cell ``value (× baseline)``."""
+    """``quantity`` (``median_ms``, ``peak_mb``) in ``mode``: a row per method, a column per N."""
     rows = [r for r in records if r.mode == mode]
     lengths = sorted({r.N for r in rows})
     lines = ["| method | level | baseline | " + " | ".join(f"N={N}" for N in lengths) + " |",
@@ -95,8 +89,7 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
                      f"D={first.heads * first.dim}). Modules include their projections.")
     lines.append(_METHOD)
     if m.get("heap"):
-        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory is kept for the next "
-                     "allocation, as a caching allocator does).")
+        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory kept for the next step).")
     if failed:
         lines.append(f"- **Failed: {len(failed)} of {len(records + sides)} configurations** "
                      "(their errors under Failed below).")

@@ -1,6 +1,5 @@
-"""A whole run: the table (every method, mode and N, shortest N first: once a length is not
-measured, the longer ones in that mode are not run), then the targets, each with its two cases
-side by side, then ``bench.json``, ``bench.md`` and ``bench.png``."""
+"""A whole run: the table (each method and mode shortest N first, up to a length not measured),
+then every target with its two cases side by side, then bench.json, bench.md and bench.png."""
 
 from __future__ import annotations
 
@@ -25,10 +24,10 @@ __all__ = ["DEFAULT_LENGTHS", "DEVICES", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGE
            "run_targets"]
 
 DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the CPU
-DEFAULT_LENGTHS = (256, 1024, 4096, 16384)
-QUICK_LENGTHS = (32, 64)
+DEFAULT_LENGTHS, QUICK_LENGTHS = (256, 1024, 4096, 16384), (32, 64)
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png")
 TARGET_SETS = ("cpu", "gpu", "none")  # which targets a run measures
+Log = Callable[[str], None]
 
 
 class NothingMeasured(ValueError):
@@ -50,11 +49,10 @@ def resolve_device(device: str) -> str:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """What runs, where, at which sizes: the table's ``methods``, ``lengths`` and ``modes``
-    (each configuration timed in at least ``repeats`` rounds, about ``min_run_s`` in all, and
-    skipped past ``limit_s``); the ``targets`` set (:data:`TARGET_SETS`) with the compiled-step
-    ones where ``compile``, each timed for about ``target_s`` (``target_limit_s`` at most);
-    ``quick``: the targets at tiny sizes (N/64, at least 16)."""
+    """The table's ``methods``, ``lengths`` and ``modes``, each configuration in at least
+    ``repeats`` rounds, about ``min_run_s`` in all, skipped past ``limit_s``; the ``targets``
+    set (with the compiled-step ones where ``compile``), each for about ``target_s``
+    (``target_limit_s`` at most); ``quick``: the targets at tiny sizes (N/64, at least 16)."""
 
     methods: tuple[str, ...] = field(default_factory=method_names)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
@@ -86,18 +84,8 @@ class BenchSettings:
             raise ValueError(f"repeats must be >= 1; got {self.repeats}")
 
 
-def _log_line(record: BenchRecord) -> str:
-    shown = (f"{record.median_ms:10.2f} ms" if record.measured else
-             f"{'failed' if record.failed else 'skipped'}: {record.skipped}")
-    if record.measured and record.peak_mb is not None:
-        shown += f"  {record.peak_mb:9.1f} MiB"
-    return f"{record.method:<24} N={record.N:<6} {record.mode:<9} {shown}"
-
-
-def run_table(settings: BenchSettings, log: Callable[[str], None] = lambda line: None
-              ) -> list[BenchRecord]:
-    """Every (method, mode, N) of ``settings``, shortest N first, measured or skipped with its
-    reason; ``log`` gets a line per record."""
+def run_table(settings: BenchSettings, log: Log = lambda line: None) -> list[BenchRecord]:
+    """Every (method, mode, N) of ``settings``, measured or skipped with its reason."""
     device, records = resolve_device(settings.device), []
     rounds = Rounds(settings.repeats, 20, settings.min_run_s, settings.limit_s)
     for name, mode in itertools.product(settings.methods, settings.modes):
@@ -109,7 +97,9 @@ def run_table(settings: BenchSettings, log: Callable[[str], None] = lambda line:
                     f"not run: N={unmeasured} was not measured"))]
             unmeasured = unmeasured or (None if record.measured else N)
             records.append(record)
-            log(_log_line(record))
+            log(f"{name:<24} N={N:<6} {mode:<9} " + (
+                f"{record.median_ms:10.2f} ms  {record.peak_mb or 0:9.1f} MiB" if record.measured
+                else f"{'failed' if record.failed else 'skipped'}: {record.skipped}"))
     return records
 
 
@@ -134,10 +124,9 @@ def _not_run(target: Target, settings: BenchSettings, device: str) -> str | None
     return None
 
 
-def run_targets(settings: BenchSettings, log: Callable[[str], None] = lambda line: None
-                ) -> list[TargetResult]:
-    """Every target, its two cases measured side by side where ``settings`` runs it (once for
-    all the targets that read the same two cases), else with a note saying why."""
+def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[TargetResult]:
+    """Every target, its cases measured side by side where ``settings`` runs it (once for all
+    the targets that read the same cases), else with a note saying why."""
     device = resolve_device(settings.device)
     rounds = Rounds(5, 15, settings.target_s, settings.target_limit_s)
     runs = {target: _quick(target) if settings.quick else target
@@ -149,36 +138,32 @@ def run_targets(settings: BenchSettings, log: Callable[[str], None] = lambda lin
     differences = {key(run) for run in runs.values() if run.quantity == "difference"}
     measured, results = {}, []
     for target in (*TARGETS, *GPU_TARGETS):
-        if target not in runs:
+        run = runs.get(target)
+        if run is None:
             results.append(TargetResult(target, None, note=_not_run(target, settings, device)))
             continue
-        run = runs[target]
         if key(run) not in measured:
             measured[key(run)] = measure_cases(
-                list(dict.fromkeys((run.numerator, run.denominator))),
-                run.shape or settings.shape, device, precision=run.precision, rounds=rounds,
-                difference=key(run) in differences)
+                list(dict.fromkeys((run.numerator, run.denominator))), run.shape or settings.shape,
+                device, precision=run.precision, rounds=rounds, difference=key(run) in differences)
         result = replace(judge(run, measured[key(run)]), target=target)
         if settings.quick and result.value is not None:  # tiny sizes say nothing of the bound
             result.note = "tiny sizes (--quick): no verdict"
         results.append(result)
-        log(f"target: {target.name}: {'—' if result.value is None else f'{result.value:.3g}'} "
-            f"{result.note or ''}")
+        log(f"target: {target.name}: {result.value} {result.note or ''}")
     return results
 
 
 def run_and_write(settings: BenchSettings, directory: Path, *, command: str = "",
-                  log: Callable[[str], None] = print) -> str:
+                  log: Log = print) -> str:
     """Run ``settings``, write :data:`OUTPUT_FILES` to ``directory`` (the plot where the table
-    measured anything) and return the markdown report; :class:`NothingMeasured` after writing,
-    when neither a configuration nor a target was measured."""
+    measured anything) and return bench.md; :class:`NothingMeasured` where nothing was."""
     device = resolve_device(settings.device)
     directory.mkdir(parents=True, exist_ok=True)
     machine = machine_info(device)
     if device == "cpu":
         machine["heap"] = keep_freed_memory()
-    log(f"filterformer bench on {machine.get('gpu') or device} ({machine['cpu']}, "
-        f"{machine['torch_threads']} threads)")
+    log(f"filterformer bench on {machine.get('gpu') or machine['cpu']}")
     records, results = run_table(settings, log=log), run_targets(settings, log=log)
     machine["load_average_end"] = load_average()  # how busy the machine was throughout
     report = markdown_report(records, results, machine, command)
@@ -188,10 +173,9 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
         from .figures import plot_records  # matplotlib loads only here
 
         plot_records(records, directory / "bench.png", machine=machine)
-    if not any(r.measured for r in records) and all(r.value is None for r in results):
+    elif all(r.value is None for r in results):
         failed = [r for r in records if r.failed]
-        first = f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}" if (
-            failed) else ""
+        first = failed and f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}"
         raise NothingMeasured(f"no configuration was measured ({len(failed)} of {len(records)} "
-                              f"failed{first}); see {directory / 'bench.md'}", report)
+                              f"failed{first or ''}); see {directory / 'bench.md'}", report)
     return report

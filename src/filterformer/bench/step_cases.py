@@ -36,8 +36,7 @@ class BenchShape:
         return self.heads * self.head_dim
 
     @classmethod
-    def quick(cls) -> BenchShape:
-        """Tiny sizes for tests and smoke runs."""
+    def quick(cls) -> BenchShape:  # tiny sizes for tests and smoke runs
         return cls(batch=1, heads=2, head_dim=8, depth=1, mlp_ratio=2.0)
 
 
@@ -94,9 +93,9 @@ def _case(mode: str, device: torch.device, shapes: dict[str, tuple[int, ...]],
     draw = lambda *shape: torch.randn(shape, generator=generator).to(device)  # noqa: E731
     inputs = {name: draw(*shape).requires_grad_(train and grad) for name, shape in shapes.items()}
     weights = [] if module is None else list(module.parameters())
-    return BenchCase(forward=lambda: forward(inputs), mode=mode,
-                     grad_output=draw(*out) if train else None, inputs=inputs, module=module,
-                     leaves=[*(inputs.values() if grad else ()), *weights] if train else [])
+    return BenchCase(lambda: forward(inputs), mode, draw(*out) if train else None, inputs=inputs,
+                     leaves=[*(inputs.values() if grad else ()), *weights] if train else [],
+                     module=module)
 
 
 def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) -> CaseBuilder:
@@ -104,9 +103,8 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
     ``coefficients``, also per-head ``w0, w1, wK`` ``(h,)`` (GFSA's, learned in ``train``)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        qkv = (shape.batch, shape.heads, N, shape.head_dim)
+        qkv, call = (shape.batch, shape.heads, N, shape.head_dim), _compiled_in(mode, kernel)
         names = ("q", "k", "v", "w0", "w1", "wK") if coefficients else ("q", "k", "v")
-        call = _compiled_in(mode, kernel)
         return _case(mode, device, {n: qkv if n in "qkv" else (shape.heads,) for n in names},
                      lambda x: [call(*x.values())], qkv)
 
@@ -115,7 +113,7 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
 
 def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     """Cases of the attention module ``attention(shape)`` on random x ``(B, N, D)``, with V⁰
-    ``(B, h, N, d)`` in its context (from an earlier layer, so it takes gradients in ``train``)."""
+    ``(B, h, N, d)`` in its context (so NeuTRENO's term is active; it takes gradients)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         module = attention(shape).to(device).train(mode != "inference")
@@ -135,13 +133,12 @@ def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
 
 def model_case(model: Callable[[BenchShape, int], nn.Module],
                forward: Callable[[nn.Module, Tensor], Sequence[Tensor]]) -> CaseBuilder:
-    """Cases of the whole model ``model(shape, N)`` on random embeddings x ``(B, N, D)``;
+    """Cases of the model ``model(shape, N)`` on random embeddings x ``(B, N, D)``;
     ``forward(model, x)`` returns the last hidden states ``(B, N, D)``, then any losses."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        built, x = model(shape, N).to(device).train(mode != "inference"), (shape.batch, N,
-                                                                            shape.width)
-        call = _compiled_in(mode, built)
+        built = model(shape, N).to(device).train(mode != "inference")
+        call, x = _compiled_in(mode, built), (shape.batch, N, shape.width)
         return _case(mode, device, {"x": x}, lambda inputs: forward(call, inputs["x"]), x,
                      built, grad=False)
 

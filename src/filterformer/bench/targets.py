@@ -9,6 +9,7 @@ denominator's median step.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -22,8 +23,7 @@ QUANTITIES = ("time", "memory", "difference", "first")
 DIRECTIONS = ("<=", ">=", "info")
 
 
-class Case(NamedTuple):
-    """A row of the method table at length N in a mode."""
+class Case(NamedTuple):  # a row of the method table at length N in a mode
 
     method: str
     N: int
@@ -60,7 +60,7 @@ class PairMeasurement:
     times: PairedStepTimes | None = None
     difference: float | None = None
 
-    def side(self, case: Case) -> int:
+    def side(self, case: Case) -> int:  # the index of ``case``'s record
         return next(i for i, r in enumerate(self.records) if (r.method, r.N, r.mode) == case)
 
 
@@ -84,14 +84,10 @@ class TargetResult:
         return self.value <= t.bound if t.direction == "<=" else self.value >= t.bound
 
     def to_row(self) -> dict[str, Any]:
-        """Its row of ``bench.json``."""
-        t = self.target
-        return {"name": t.name, "numerator": list(t.numerator), "denominator": list(t.denominator),
-                "quantity": t.quantity, "direction": t.direction, "bound": t.bound,
-                "precision": t.precision, "value": self.value, "spread": self.spread,
-                "passed": self.passed, "note": self.note,
-                "sides": [{"N": r.N, "median_ms": r.median_ms, "peak_mb": r.peak_mb}
-                          for r in self.sides]}
+        """Its row of ``bench.json``: the target's fields, then what this run found."""
+        return {**dataclasses.asdict(self.target), "value": self.value, "spread": self.spread,
+                "passed": self.passed, "note": self.note, "sides": [
+                    {"N": r.N, "median_ms": r.median_ms, "peak_mb": r.peak_mb} for r in self.sides]}
 
 
 def judge(target: Target, pair: PairMeasurement) -> TargetResult:
