@@ -1,10 +1,6 @@
-"""Cases measured side by side in this process: each one built after a priming step at N=64 (so
-one-time start-up costs stay out), its first full-size step timed with its extra memory, then
-the cases' steps alternated in rounds (:func:`~filterformer.timing.paired_step_times`).
-
-Memory: on the CPU the rise of the peak resident set over the resident set before the first step
-(:mod:`filterformer.process_memory`); on CUDA the peak allocated over what was allocated before.
-"""
+"""Cases measured side by side in this process: each built after a priming step at N=64 (so
+start-up costs stay out), its first full-size step timed with its extra memory (CPU: peak RSS
+rise, :mod:`filterformer.process_memory`; CUDA: peak allocated), then the steps alternated."""
 
 from __future__ import annotations
 
@@ -72,7 +68,7 @@ def _autocast(forward: Callable[[], Any], precision: str, device: str) -> Any:
 
 
 def _first_step(case: BenchCase, device: str) -> tuple[float, float | None]:
-    """Run one step: ``(its ms, its extra memory in MiB or None where unreadable)``."""
+    """``(ms, extra MiB or None where unreadable)`` of one step."""
     if device == "cuda":
         torch.cuda.synchronize()
         torch.cuda.empty_cache()

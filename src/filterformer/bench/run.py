@@ -49,10 +49,9 @@ def resolve_device(device: str) -> str:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """The table's ``methods``, ``lengths`` and ``modes``, each configuration in at least
-    ``repeats`` rounds, about ``min_run_s`` in all, skipped past ``limit_s``; the ``targets``
-    set (with the compiled-step ones where ``compile``), each for about ``target_s``
-    (``target_limit_s`` at most); ``quick``: the targets at tiny sizes (N/64, at least 16)."""
+    """The table (each configuration in ``repeats`` rounds or more, about ``min_run_s``, skipped
+    past ``limit_s``) and the ``targets`` set (the compiled ones where ``compile``; each about
+    ``target_s``, ``target_limit_s`` at most; ``quick``: at tiny sizes, N/64 or 16)."""
 
     methods: tuple[str, ...] = field(default_factory=method_names)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS

@@ -1,11 +1,7 @@
-"""A target: a quantity of two cases measured side by side in one run (``numerator`` over
-``denominator``), bounded by ``bound`` in a ``direction``; ``info`` rows get no verdict.
-
-Quantities: ``time`` the median over rounds of the ratio of the sides' round means, ``memory``
-the ratio of their first steps' extra memory, ``difference`` the largest absolute difference of
-their outputs on the same inputs (not a ratio), ``first`` the numerator's first step over the
-denominator's median step.
-"""
+"""A target: a quantity of two cases measured side by side, ``numerator`` over ``denominator``
+(``time``: the median of the rounds' ratios; ``memory``: of the first steps' extra memory;
+``first``: a first step over a median one; ``difference``: of outputs, not a ratio), bounded by
+``bound`` in a ``direction``; ``info`` rows get no verdict."""
 
 from __future__ import annotations
 
@@ -53,8 +49,8 @@ class Target:
 
 @dataclass
 class PairMeasurement:
-    """Cases measured side by side: their ``records``, their alternated ``times`` (None where
-    a side was not measured) and the ``difference`` of their outputs where it was asked for."""
+    """Cases measured side by side: their records, their alternated ``times`` (None where one
+    was not measured), the ``difference`` of their outputs where asked."""
 
     records: list[BenchRecord]
     times: PairedStepTimes | None = None
@@ -66,9 +62,8 @@ class PairMeasurement:
 
 @dataclass
 class TargetResult:
-    """A target on one run: its ``value`` (None where it was not measured), why it has no
-    verdict (``note``), its two cases' records (``sides``) and, for a time ratio, the quartiles
-    of the rounds' ratios (``spread``)."""
+    """A target on one run: its ``value`` (None: not measured), why it has no verdict
+    (``note``), its cases' records (``sides``), a time ratio's quartiles (``spread``)."""
 
     target: Target
     value: float | None
