@@ -5,7 +5,7 @@
 
 Prints the operators sorted by their own CPU (or CUDA) time; ``--trace out.json`` also writes a
 Chrome trace. The CPU heap keeps freed memory for reuse, as the benchmark's timed steps do (see
-``filterformer.bench.run``).
+``filterformer.process_memory.keep_freed_memory``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from filterformer.bench import ALL_MODES, BenchShape, build_case, method_names
-from filterformer.bench.run import keep_freed_memory, resolve_device
+from filterformer.bench.run import resolve_device
+from filterformer.process_memory import keep_freed_memory
 
 
 def main() -> None:

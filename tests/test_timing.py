@@ -109,13 +109,12 @@ def test_given_repeats_replace_the_warm_up_estimate():
     assert measured.round_step_s == [pytest.approx([0.010, 0.012]), pytest.approx([0.005, 0.006])]
 
 
-def test_without_a_timer_blocks_are_timed_by_torch_benchmark_in_plain_alternation():
+def test_without_a_timer_whole_blocks_are_timed_in_plain_alternation_without_extra_steps():
     ran = []
     repeats = torch.randint(1, 4, (2,)).tolist()
     steps = [lambda side=side: ran.append(side) for side in range(2)]
     measured = paired_step_times(steps, rounds=3, warmup_steps=0, repeats=repeats)
-    # torch.utils.benchmark's timeit warms each block with two untimed steps.
-    block = [side for side in range(2) for _ in range(2 + repeats[side])]
+    block = [side for side in range(2) for _ in range(repeats[side])]
     assert ran == block * 3 and measured.steps_per_round == repeats
     assert all(len(side) == 3 and min(side) > 0 for side in measured.round_step_s)
     with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):

@@ -1,14 +1,6 @@
-"""Steps of several sides timed side by side: plain alternation in rounds, per-round means.
-
-Runs timed minutes apart on a shared machine meet different loads. Alternating the sides in
-rounds (0, 1, …, then 0, 1, … again), each side's steps back to back, lets drifts in load fall on
-every side alike; a side with a shorter step runs several a round, about as long in all as the
-longest side's one. A side's time is the median over rounds of its mean step in each round, a ratio
-of two sides the median over rounds of the ratio of their round means. A round's block is timed
-by ``torch.utils.benchmark.Timer.timeit`` (which warms each block with two untimed steps), or step
-by step by a given ``timer`` with an untimed ``prepare`` before each step, as ``filterformer
-compare``'s cost measurement does (:mod:`filterformer.training.compare.cost`).
-"""
+"""Steps of several sides timed side by side, as ``bench`` and ``compare``'s cost do: plain
+alternation in rounds (0, 1, …, 0, 1, …), so drifts in load fall on every side alike; a side's
+time is the median over rounds of its mean step, a ratio the median of the rounds' ratios."""
 
 from __future__ import annotations
 
@@ -18,10 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch.utils import benchmark
 
-__all__ = ["MAX_STEPS_PER_ROUND", "PairedStepTimes", "StepTimer", "median_and_quartiles",
-           "paired_step_times", "steps_per_round", "synchronized_clock", "time_step"]
+__all__ = ["MAX_STEPS_PER_ROUND", "PairedStepTimes", "StepTimer", "paired_step_times",
+           "steps_per_round", "synchronized_clock", "time_step"]
 
 #: ``timer(step)`` runs ``step`` once and returns its duration in ms.
 StepTimer = Callable[[Callable[[], None]], float]
@@ -29,8 +20,7 @@ MAX_STEPS_PER_ROUND = 8
 
 
 def synchronized_clock() -> float:
-    """``time.perf_counter()`` (seconds) once the work queued on the GPU is done, where this
-    process uses CUDA; a process that has not touched CUDA never does here."""
+    """``time.perf_counter()`` (s) once the work queued on a GPU this process uses is done."""
     if torch.cuda.is_initialized():
         torch.cuda.synchronize()
     return time.perf_counter()
@@ -44,23 +34,15 @@ def time_step(step: Callable[[], None], clock: Callable[[], float] = synchronize
 
 
 def steps_per_round(*step_ms: float) -> tuple[int, ...]:
-    """Per side, ``round(longest step / its step)`` steps a round, at most
-    :data:`MAX_STEPS_PER_ROUND`, from each side's step time (any unit, > 0)."""
+    """Per side, ``round(longest step / its step)`` steps a round, at most 8."""
     if not step_ms or any(not ms > 0 for ms in step_ms):
         raise ValueError(f"step times must be > 0; got {' and '.join(map(str, step_ms))}")
     return tuple(max(1, min(MAX_STEPS_PER_ROUND, round(max(step_ms) / ms))) for ms in step_ms)
 
 
-def median_and_quartiles(values: Sequence[float]) -> tuple[float, float, float]:
-    """``(median, lower quartile, upper quartile)`` of two or more ``values``."""
-    low, median, high = statistics.quantiles(values, n=4, method="inclusive")
-    return median, low, high
-
-
 @dataclass
 class PairedStepTimes:
-    """Per side, the ``steps_per_round`` it ran and its mean step in each round
-    (``round_step_s``, seconds, in round order)."""
+    """Per side, the ``steps_per_round`` it ran and its mean step (s) in each round."""
 
     steps_per_round: list[int]
     round_step_s: list[list[float]]
@@ -71,10 +53,11 @@ class PairedStepTimes:
         return [statistics.median(rounds) for rounds in self.round_step_s]
 
     def ratio(self, side: int, baseline: int) -> tuple[float, float, float]:
-        """Each round's mean step of ``side`` over ``baseline``'s: their median and quartiles
-        (two rounds or more)."""
+        """``(median, lower, upper quartile)`` of the rounds' ratios of ``side`` to ``baseline``."""
         rounds = zip(self.round_step_s[side], self.round_step_s[baseline], strict=True)
-        return median_and_quartiles([a / b for a, b in rounds])
+        low, median, high = statistics.quantiles([a / b for a, b in rounds], n=4,
+                                                 method="inclusive")
+        return median, low, high
 
 
 def paired_step_times(
@@ -82,23 +65,16 @@ def paired_step_times(
     timer: StepTimer | None = None, prepare: Callable[[int, int], None] | None = None,
     repeats: Sequence[int] | None = None,
 ) -> PairedStepTimes:
-    """Alternate ``steps`` (one per side) in ``rounds`` timed rounds after ``warmup_steps``
-    rounds of one step per side (none needed where ``repeats`` is given).
-
-    Each side runs ``repeats[side]`` steps a round; by default its fastest warm-up step sets
-    them (:func:`steps_per_round`). Without ``timer`` and ``prepare`` a block is timed by
-    ``torch.utils.benchmark``; else ``prepare(side, round)`` runs before each step, untimed
-    (warm-up rounds numbered from 0 too), and ``timer`` (default :func:`time_step`) times it.
-    """
+    """Alternate ``steps`` (one per side) in ``rounds`` rounds of ``repeats[side]`` steps each
+    (by default :func:`steps_per_round` of the fastest of ``warmup_steps`` uncounted rounds of
+    one step). A side's block is timed whole, or, with ``timer`` or ``prepare``, step by step by
+    ``timer`` (default :func:`time_step`) after an untimed ``prepare(side, round)``."""
     if rounds < 1 or warmup_steps < (0 if repeats else 1):
         raise ValueError(f"rounds and warmup_steps must be >= 1; got {rounds} and {warmup_steps}")
 
     def block(side: int, index: int, count: int) -> float:  # seconds per step
         if timer is None and prepare is None:
-            measured = benchmark.Timer("step()", globals={"step": steps[side]},
-                                       timer=synchronized_clock,
-                                       num_threads=torch.get_num_threads()).timeit(count)
-            return measured.mean
+            return time_step(lambda: [steps[side]() for _ in range(count)]) / count / 1e3
         total = 0.0
         for _ in range(count):
             if prepare is not None:

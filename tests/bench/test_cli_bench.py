@@ -3,8 +3,7 @@ import json
 
 import pytest
 
-from filterformer.bench import TARGETS, run
-from filterformer.bench.gpu_rows import GPU_TARGETS
+from filterformer.bench import GPU_TARGETS, TARGETS, run
 from filterformer.cli import bench, main
 
 
@@ -66,11 +65,11 @@ def test_bad_option_values_exit_2_naming_the_argument(capsys):
 
 
 def test_list_prints_every_method(capsys):
-    from filterformer.bench import method_names
+    from filterformer.bench import BENCH_METHODS
 
     assert _run(["--list"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == list(method_names())
+    assert listed == list(BENCH_METHODS)
 
 
 def test_quick_and_full_shapes_lengths_and_targets():

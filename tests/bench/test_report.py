@@ -5,8 +5,8 @@ import pytest
 
 from filterformer.bench import BenchRecord, Case, Target, load_bench, markdown_report, save_bench
 from filterformer.bench.figures import plot_records
+from filterformer.bench.records import machine_info
 from filterformer.bench.report import quantity_table
-from filterformer.bench.run import machine_info
 from filterformer.bench.targets import TargetResult
 
 MACHINE = {"device": "cpu", "cpu": "Test CPU", "cpu_count": 2, "torch_threads": 2}

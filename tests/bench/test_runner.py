@@ -59,7 +59,7 @@ def test_a_cpu_run_keeps_freed_memory_so_a_large_tensor_does_not_fault_anew():
 
     import torch
 
-    from filterformer.bench.run import keep_freed_memory
+    from filterformer.process_memory import keep_freed_memory
 
     if keep_freed_memory() == "system":
         pytest.skip("the C library is not glibc")

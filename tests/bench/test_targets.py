@@ -6,8 +6,7 @@ import random
 import pytest
 import torch
 
-from filterformer.bench import CASE_METHODS, TARGETS, BenchRecord, Case, Target, judge
-from filterformer.bench.gpu_rows import GPU_TARGETS
+from filterformer.bench import BENCH_METHODS, GPU_TARGETS, TARGETS, BenchRecord, Case, Target, judge
 from filterformer.bench.step_cases import ALL_MODES
 from filterformer.bench.targets import PairMeasurement
 from filterformer.timing import PairedStepTimes
@@ -36,6 +35,9 @@ def test_a_time_ratio_is_the_median_of_the_rounds_ratios_and_the_direction_decid
     assert at_most.passed is (ratios[3] <= bound) and at_least.passed is (ratios[3] >= bound)
     info = judge(Target("t", A, B, bound, "info"), pair)
     assert info.value == at_most.value and info.passed is None
+    backward = judge(Target("t", B, A, bound, "<="), pair)  # the sides in the other order
+    assert backward.value == pytest.approx(sorted(y / x for x, y in zip(
+        a_rounds, b_rounds, strict=True))[3]) and [s.method for s in backward.sides] == ["b", "a"]
 
 
 def test_memory_first_step_and_difference_read_their_own_quantities():
@@ -65,10 +67,11 @@ def test_bad_direction_and_quantity_are_rejected_naming_the_choices():
         Target("t", A, B, 1.0, "<=", quantity="flops")
 
 
-def test_every_target_names_cases_a_run_can_build_and_only_gpu_ones_are_bound_to_cuda():
+def test_every_target_names_cases_a_run_can_build_and_the_gpu_ones_run_under_bf16():
     for target in TARGETS + GPU_TARGETS:
         for case in (target.numerator, target.denominator):
-            assert case.method in CASE_METHODS and case.mode in ALL_MODES
-    assert all(t.device is None for t in TARGETS) and all(t.device == "cuda" for t in GPU_TARGETS)
+            assert case.method in BENCH_METHODS and case.mode in ALL_MODES
+    assert {t.precision for t in TARGETS} == {"fp32"} and {t.precision for t in GPU_TARGETS} == {
+        "bf16"}
     names = [t.name for t in TARGETS + GPU_TARGETS]
     assert len(set(names)) == len(names)

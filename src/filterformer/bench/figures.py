@@ -1,8 +1,5 @@
-"""``bench.png``: time and extra memory against N on log-log axes, one line per method.
-
-Drawn on a :class:`matplotlib.figure.Figure`, never through ``pyplot``: no display is needed and
-the caller's backend is left alone.
-"""
+"""``bench.png``: time and extra memory against N, log-log, a line per method (drawn on a
+``Figure``, never through ``pyplot``: no display needed, the caller's backend left alone)."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ _QUANTITIES = (("median_ms", "time per step (ms)"), ("peak_mb", "extra memory pe
 
 def plot_records(records: list[BenchRecord], path: str | Path,
                  machine: dict[str, Any] | None = None) -> Path:
-    """Save log-log plots to ``path`` (PNG): rows time and memory, a column per mode present;
-    kernels solid, modules dashed, models dotted; skipped configurations leave gaps. The title
-    names ``machine``'s GPU, else its CPU (:func:`~.run.machine_info`)."""
+    """Rows time and memory, a column per mode; kernels solid, modules dashed, models dotted;
+    the title names ``machine``'s GPU, else its CPU."""
     modes = [m for m in ALL_MODES if any(r.mode == m for r in records)]
     if not modes:
         raise ValueError("records must hold at least one configuration to plot")

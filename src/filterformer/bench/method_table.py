@@ -1,9 +1,6 @@
-"""The benchmarked methods: what one step runs and what it is compared with.
-
-Kernels call the library's kernels and are compared with ``sdpa``; attention modules and models
-are built from the presets of :mod:`filterformer.methods` and compared with ``softmax-module``
-and ``model-softmax`` (ours with x-transformers' ``Encoder``).
-"""
+"""The benchmarked methods, a row each: kernels (against ``sdpa``), attention modules and models
+built from :mod:`filterformer.methods`' presets (against ``softmax-module``, ``model-softmax``),
+and, outside the default table, the targets' larger cases (decoding, a classifier, generation)."""
 
 from __future__ import annotations
 
@@ -15,27 +12,28 @@ from torch import Tensor, nn
 
 from ..attention import build_attention
 from ..functional import attend, attention_matrix, efficient_attention, gfsa, gfsa_filter
-from ..methods import GFSA_ORDER, NEUTRENO_LAMBDA, apply_method
+from ..methods import GFSA_ORDER as K
+from ..methods import NEUTRENO_LAMBDA, apply_method
 from ..models import Transformer, TransformerConfig
+from .model_cases import GENERATED_TOKENS, TOKENS, classifier_case, decoding_case, generation_case
 from .step_cases import BenchCase, BenchShape, CaseBuilder, kernel_case, model_case, module_case
 
-__all__ = ["BENCH_METHODS", "BenchMethod", "PeerUnavailable", "build_case", "explicit_gfsa",
-           "get_method", "method_names", "preset_module", "xtransformers_encoder"]
+__all__ = ["BENCH_METHODS", "BenchMethod", "build_case", "explicit_gfsa", "get_method",
+           "method_names", "xtransformers_encoder"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class BenchMethod:
-    """One benchmarked method: its ``name`` (command line, ``bench.json``), ``level`` (``kernel``,
-    ``module``, ``model``), what one step runs (``timed``), its cases (``build``), the method it
-    is compared with (``baseline``) and, where its memory grows too fast to try, the ``longest``
-    N a run measures in each mode."""
+    """A row: ``level`` is ``kernel``, ``module`` or ``model``; ``timed``, what one step runs;
+    ``longest``, per mode, the longest N tried where memory grows too fast."""
 
     name: str
     level: str
-    timed: str
     build: CaseBuilder
+    timed: str
     baseline: str | None = None
     longest: dict[str, int] = field(default_factory=dict)
+    table: bool = True
 
 
 def explicit_gfsa(
@@ -50,38 +48,27 @@ def explicit_gfsa(
     return gfsa_filter(attention_matrix(q, k), w0, w1, wK, K=K) @ v
 
 
-class PeerUnavailable(RuntimeError):
-    """x-transformers is not installed; the configuration is recorded as skipped."""
-
-
 def xtransformers_encoder(dim: int, depth: int, heads: int, mlp_ratio: float) -> nn.Module:
-    """x-transformers' ``Encoder`` shaped like our model, ``(B, N, dim)`` -> ``(B, N, dim)``,
-    with fused SDPA (``attn_flash=True``); by its design its LayerNorms and attention output
-    projection have no bias (``depth·3·D + D`` parameters fewer)."""
+    """x-transformers' ``Encoder`` shaped like our model, with fused SDPA (by its design without
+    LayerNorm and attention output biases); an ImportError (a skipped case) where missing."""
     try:
         from x_transformers import Encoder
     except ImportError as err:
-        message = "x-transformers is not installed (pip install 'filterformer[bench]')"
-        raise PeerUnavailable(message) from err
+        raise ImportError("x-transformers is not installed (pip install "
+                          "'filterformer[bench]')") from err
     return Encoder(dim=dim, depth=depth, heads=heads, attn_dim_head=dim // heads,
                    ff_mult=mlp_ratio, attn_flash=True)
 
 
-def _gfsa(**options: object) -> CaseBuilder:
-    return kernel_case(partial(gfsa, K=GFSA_ORDER, **options), coefficients=True)
-
-
-def preset_module(preset: str, **options: object) -> CaseBuilder:
-    """Cases of the attention module that method ``preset`` puts in every block."""
+def _module(preset: str, **options: object) -> CaseBuilder:
     changes = apply_method({"attention_options": options}, preset)
     return module_case(lambda shape: build_attention(
         changes.get("attention", "softmax"), shape.width, shape.heads,
-        neutreno_lambda=changes.get("neutreno_lambda", 0.0), **changes["attention_options"],
-    ))
+        neutreno_lambda=changes.get("neutreno_lambda", 0.0), **changes["attention_options"]))
 
 
-def _preset_model(preset: str, **options: object) -> CaseBuilder:
-    """Cases of our Transformer (pre-LN, no qkv bias, no positions) with method ``preset``."""
+def _model(preset: str, **options: object) -> CaseBuilder:
+    """Our Transformer (pre-LN, no qkv bias, no positions) with method ``preset``."""
 
     def model(shape: BenchShape, N: int) -> nn.Module:
         fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
@@ -96,80 +83,78 @@ def _preset_model(preset: str, **options: object) -> CaseBuilder:
     return model_case(model, forward)
 
 
-def _samsa(mode: str, k: int) -> BenchMethod:
-    return BenchMethod(name=f"samsa-{mode}-k{k}", level="module", baseline="softmax-module",
-                       build=preset_module(f"samsa_{mode}", num_samples=k),
-                       timed=f"SAMSA module ({mode}, k={k}): projections, importance-score MLP, "
-                       "top-k sampling, attention of N queries to k keys")
+def _gfsa(**options: object) -> CaseBuilder:
+    return kernel_case(partial(gfsa, K=K, **options), coefficients=True)
 
+
+_Kernel = partial(BenchMethod, level="kernel", baseline="sdpa")
+_Module = partial(BenchMethod, level="module", baseline="softmax-module")
+_Model = partial(BenchMethod, level="model", baseline="model-softmax")
+_LARGER = {"bert-softmax": ("softmax", {}), "bert-gfsa": ("gfsa", {}),
+           "bert-samsa-hard-k256": ("samsa_hard", {"num_samples": 256}), "bert-agf": ("agf", {})}
 
 BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
-    BenchMethod(name="sdpa", level="kernel", build=kernel_case(attend),
-                timed="attend(q, k, v): one fused scaled-dot-product attention call"),
-    BenchMethod(name="gfsa", level="kernel", baseline="sdpa", build=_gfsa(),
-                timed=f"gfsa(K={GFSA_ORDER}): two fused attention calls (ĀV, Ā²V) and the "
-                "filter's combination; w0, w1, wK learned"),
-    BenchMethod(name="gfsa-exact", level="kernel", baseline="sdpa", build=_gfsa(exact_power=True),
-                timed=f"gfsa(K={GFSA_ORDER}, exact_power=True): Ā^K V by {GFSA_ORDER} chained "
-                "fused calls"),
-    BenchMethod(name="gfsa-efficient", level="kernel", baseline="sdpa",
-                build=_gfsa(base="efficient"), timed=f"gfsa(K={GFSA_ORDER}, base='efficient'): "
-                "powers of Efficient Attention, O(N·d²)"),
+    _Kernel("sdpa", build=kernel_case(attend), baseline=None,
+            timed="attend(q, k, v): one fused scaled-dot-product attention call"),
+    _Kernel("gfsa", build=_gfsa(),
+            timed=f"gfsa(K={K}): two fused attention calls (ĀV, Ā²V) and the filter's sum"),
+    _Kernel("gfsa-exact", build=_gfsa(exact_power=True),
+            timed=f"gfsa(K={K}, exact_power=True): Ā^K V by {K} chained fused calls"),
+    _Kernel("gfsa-efficient", build=_gfsa(base="efficient"),
+            timed=f"gfsa(K={K}, base='efficient'): powers of Efficient Attention, O(N·d²)"),
     # Its forward holds about five (B, h, N, N) float32 matrices at once: 2 GiB each at N=8192
     # (B=2, h=4), 10 GiB in all; 40 GiB at N=16384. Training keeps more for the backward.
-    BenchMethod(name="gfsa-explicit", level="kernel", baseline="sdpa",
-                longest={"train": 4096, "inference": 8192},
-                build=kernel_case(partial(explicit_gfsa, K=GFSA_ORDER), coefficients=True),
-                timed="the GFSA authors' formulation: A = softmax(QKᵀ/√d) and A·A materialised, "
-                "H̃ = w0·I + w1·A + wK·(A + (K−1)(A·A − A)), H̃V"),
-    BenchMethod(name="efficient", level="kernel", baseline="sdpa",
-                build=kernel_case(efficient_attention),
-                timed="efficient_attention(q, k, v): ρq(Q)(ρk(K)ᵀV), O(N·d²)"),
-    BenchMethod(name="softmax-module", level="module", build=preset_module("softmax"),
-                timed="SoftmaxAttention: qkv projection, SDPA, output projection"),
-    BenchMethod(name="neutreno", level="module", baseline="softmax-module",
-                build=preset_module("neutreno"),
-                timed=f"SoftmaxAttention with neutreno_lambda={NEUTRENO_LAMBDA}: softmax-module "
-                "plus λ(V⁰ − V), same context and inputs"),
-    BenchMethod(name="agf", level="module", baseline="softmax-module", build=preset_module("agf"),
-                timed="AGF module (K=5, Jacobi a=b=1): projections incl. W_Σ, (U⊙G)(VsᵀV), and "
-                "the orthogonality regulariser joins the loss"),
-    *(_samsa(mode, k) for mode in ("soft", "hard") for k in (128, 256)),
-    BenchMethod(name="model-softmax", level="model", baseline="model-xtransformers",
-                build=_preset_model("softmax"), timed="our Transformer (softmax, pre-LN, no qkv "
-                "bias, no positions) on embeddings"),
-    BenchMethod(name="model-xtransformers", level="model",
-                build=model_case(lambda shape, N: xtransformers_encoder(
-                    shape.width, shape.depth, shape.heads, shape.mlp_ratio), lambda m, x: [m(x)]),
-                timed="x-transformers Encoder of the same shape (attn_flash=True) on embeddings"),
-    BenchMethod(name="model-gfsa", level="model", baseline="model-softmax",
-                build=_preset_model("gfsa"),
-                timed=f"our Transformer with GFSA (K={GFSA_ORDER}) in every block"),
-    BenchMethod(name="model-neutreno", level="model", baseline="model-softmax",
-                build=_preset_model("neutreno"),
-                timed=f"our Transformer with NeuTRENO (λ={NEUTRENO_LAMBDA}) in every block"),
-    BenchMethod(name="model-agf", level="model", baseline="model-softmax",
-                build=_preset_model("agf"),
-                timed="our Transformer with AGF in every block (+ its regulariser)"),
-    BenchMethod(name="model-samsa", level="model", baseline="model-softmax",
-                build=_preset_model("samsa_hard", num_samples=256),
-                timed="our Transformer with SAMSA (hard, k=256) in every block"),
-    BenchMethod(name="model-samsa-soft", level="model", baseline="model-softmax",
-                build=_preset_model("samsa_soft", num_samples=256),
-                timed="our Transformer with SAMSA (soft, k=256) in every block"),
-    BenchMethod(name="model-fusion", level="model", baseline="model-softmax",
-                build=_preset_model("fusion"),
-                timed="our Transformer with the fusion preset (fusion='concat')"),
+    _Kernel("gfsa-explicit", longest={"train": 4096, "inference": 8192},
+            build=kernel_case(partial(explicit_gfsa, K=K), coefficients=True),
+            timed="the GFSA authors' formulation: A and A·A materialised, H̃V"),
+    _Kernel("efficient", build=kernel_case(efficient_attention),
+            timed="efficient_attention(q, k, v): ρq(Q)(ρk(K)ᵀV), O(N·d²)"),
+    _Module("softmax-module", build=_module("softmax"), baseline=None,
+            timed="SoftmaxAttention: qkv projection, SDPA, output projection"),
+    _Module("neutreno", build=_module("neutreno"),
+            timed=f"softmax-module plus λ(V⁰ − V), λ={NEUTRENO_LAMBDA}"),
+    _Module("agf", build=_module("agf"),
+            timed="AGF module (K=5, Jacobi a=b=1): projections, (U⊙G)(VsᵀV), its regulariser"),
+    *(_Module(f"samsa-{kind}-k{k}", build=_module(f"samsa_{kind}", num_samples=k),
+              timed=f"SAMSA module ({kind}, k={k}): scores, top-k, N queries to k keys")
+      for kind in ("soft", "hard") for k in (128, 256)),
+    _Model("model-softmax", build=_model("softmax"), baseline="model-xtransformers",
+           timed="our Transformer (softmax, pre-LN, no qkv bias, no positions) on embeddings"),
+    _Model("model-xtransformers", baseline=None, build=model_case(
+        lambda shape, N: xtransformers_encoder(shape.width, shape.depth, shape.heads,
+                                               shape.mlp_ratio), lambda m, x: [m(x)]),
+           timed="x-transformers Encoder of the same shape (attn_flash=True) on embeddings"),
+    *(_Model(f"model-{name}", build=_model(preset, **options),
+             timed=f"our Transformer with {preset}{' (k=256)' if options else ''} in every block")
+      for name, preset, options in (
+          ("gfsa", "gfsa", {}), ("neutreno", "neutreno", {}), ("agf", "agf", {}),
+          ("samsa", "samsa_hard", {"num_samples": 256}),
+          ("samsa-soft", "samsa_soft", {"num_samples": 256}), ("fusion", "fusion", {}))),
+    _Module("gfsa-module", build=_module("gfsa"), table=False,
+            timed=f"GFSA module (K={K}): projections, two fused attention passes, the filter"),
+    *(_Model(name, build=classifier_case(preset, 30522, **options), table=False,
+             baseline=None if preset == "softmax" else "bert-softmax",
+             timed=f"{preset} classifier: forward, backward, clipping, AdamW")
+      for name, (preset, options) in _LARGER.items()),
+    *(_Model(f"generate-{method}", build=generation_case(method), table=False,
+             baseline=None if method == "softmax" else "generate-softmax",
+             timed=f"our CausalLM ({method}): generate() of {GENERATED_TOKENS} tokens")
+      for method in ("softmax", "gfsa")),
+    *(_Model(f"decode-{family}-{method}", build=decoding_case(family, method), table=False,
+             baseline=None if method == "softmax" else f"decode-{family}-softmax",
+             timed=f"{family} causal LM ({method}): the cache cut back to the prompt, then "
+             f"{TOKENS} greedy tokens")
+      for family in ("native", "hf-llama") for method in ("softmax", "gfsa", "neutreno")),
 )}
 
 
 def method_names() -> tuple[str, ...]:
-    """Every benchmark method, in table order."""
-    return tuple(BENCH_METHODS)
+    """The rows of a default run's table, in order."""
+    return tuple(name for name, method in BENCH_METHODS.items() if method.table)
 
 
 def get_method(name: str) -> BenchMethod:
-    """The method ``name``; ValueError listing the valid names otherwise."""
+    """The row ``name``; ValueError listing the valid names otherwise."""
     if name not in BENCH_METHODS:
         raise ValueError(f"unknown benchmark method {name!r}; valid choices: "
                          f"{', '.join(BENCH_METHODS)}")
@@ -178,5 +163,5 @@ def get_method(name: str) -> BenchMethod:
 
 def build_case(name: str, shape: BenchShape, N: int, mode: str,
                device: torch.device | str = "cpu") -> BenchCase:
-    """The case of method ``name`` at length ``N`` in ``mode`` on ``device``."""
+    """The case of row ``name`` at length ``N`` in ``mode`` on ``device``."""
     return get_method(name).build(shape, N, mode, torch.device(device))

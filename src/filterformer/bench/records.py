@@ -1,27 +1,33 @@
-"""What a run measured: a :class:`BenchRecord` per configuration, and ``bench.json``, which holds
-the machine they were measured on, the records and the targets' results."""
+"""``bench.json``: the machine a run measured on, a :class:`BenchRecord` per configuration, and
+the targets' results."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import platform
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..jsonsafe import finite_json, reject_unknown_fields
 
-__all__ = ["BENCH_VERSION", "BenchRecord", "find_record", "load_bench", "save_bench"]
+__all__ = ["BENCH_VERSION", "BenchRecord", "load_bench", "machine_info", "save_bench"]
 
 BENCH_VERSION = 2
 
 
 @dataclass
 class BenchRecord:
-    """One configuration's result: its first full-size step and the median step (ms), the
-    extra memory of its first step (MiB), or why it was ``skipped`` (``failed`` where it raised
-    rather than being left out by design); the sizes (``dim`` is d, ``width`` D for modules and
-    models), each round's mean step (``times_ms``), the level, baseline and what a step runs."""
+    """One configuration: its first and median step (ms), its first step's extra memory (MiB),
+    each round's mean step, or why it was ``skipped`` (``failed`` where it raised); ``dim`` is
+    d, ``width`` D (modules and models); ``notes``: what a step runs."""
 
     method: str
     N: int
@@ -46,6 +52,28 @@ class BenchRecord:
         return self.skipped is None and self.median_ms is not None
 
 
+def load_average() -> list[float] | None:
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def machine_info(device: str) -> dict[str, Any]:
+    """What the figures depend on: hardware, threads, library versions, load, date."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    info = {"device": device, "cpu": next((line.partition(":")[2].strip() for line in lines
+                                           if line.startswith("model name")), platform.machine()),
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(),
+            "platform": platform.platform(), "load_average": load_average(),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "x_transformers": None}
+    with contextlib.suppress(PackageNotFoundError):
+        info["x_transformers"] = version("x-transformers")
+    if device == "cuda":
+        info["gpu"], info["cuda"] = torch.cuda.get_device_name(), torch.version.cuda
+    return info
+
+
 def save_bench(path: str | Path, machine: dict[str, Any], records: list[BenchRecord],
                targets: list[dict[str, Any]]) -> Path:
     """Write ``bench.json``: the ``machine``, the ``records`` and the ``targets``' rows."""
@@ -64,8 +92,3 @@ def load_bench(path: str | Path) -> tuple[dict[str, Any], list[BenchRecord], lis
     for row in data["records"]:
         reject_unknown_fields(BenchRecord, row)
     return data["machine"], [BenchRecord(**row) for row in data["records"]], data["targets"]
-
-
-def find_record(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:
-    """The record of ``(method, N, mode)``, or None."""
-    return next((r for r in records if (r.method, r.N, r.mode) == (method, N, mode)), None)

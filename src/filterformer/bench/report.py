@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .records import BenchRecord, find_record
+from .records import BenchRecord
 from .step_cases import ALL_MODES
 from .targets import TargetResult
 
@@ -13,15 +13,14 @@ __all__ = ["markdown_report", "quantity_table", "targets_table"]
 
 _MODE_TITLES = {"train": "training (forward + backward)", "inference": "inference (forward)",
                 "compiled": "compiled training (forward + backward)"}
-_METHOD = (
-    "- Time: the median over rounds of the mean step of a block timed by torch.utils.benchmark "
-    "(training: forward + backward of a fixed upstream gradient; inference: forward under "
-    "inference_mode). A target's two cases are built in one process and their blocks alternate "
-    "in rounds, so load from elsewhere falls on both alike: its time ratio is the median of the "
-    "rounds' ratios, their middle half in parentheses.\n"
-    "- Memory: extra memory of the first full-size step over the inputs and weights already "
-    "held: on the CPU peak RSS growth (VmHWM reset before the step), on CUDA peak allocated "
-    "memory.")
+_METHOD = ("- Time: the median over rounds of a block's mean step; a target's cases alternate in "
+           "rounds, its ratio the median of the rounds' ratios (middle half in parentheses). "
+           "Memory: the first full-size step's extra memory (CPU: peak RSS growth; CUDA: peak "
+           "allocated). How: docs/bench.md.")
+
+
+def _find(records: list[BenchRecord], method: str, N: int, mode: str) -> BenchRecord | None:
+    return next((r for r in records if (r.method, r.N, r.mode) == (method, N, mode)), None)
 
 
 def _number(value: float) -> str:
@@ -34,22 +33,21 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
     value = None if record is None else getattr(record, quantity)
     if record is None or not record.measured or value is None:
         return "" if record is None else "skip"
-    base = record.baseline and find_record(records, record.baseline, record.N, record.mode)
+    base = record.baseline and _find(records, record.baseline, record.N, record.mode)
     if base and base.measured and (getattr(base, quantity) or 0) > 0:
         return f"{_number(value)} ({value / getattr(base, quantity):.2f}×)"
     return _number(value)
 
 
 def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
-    """A markdown table of ``quantity`` (``median_ms`` or ``peak_mb``) in ``mode``: a row per
-    method, a column per N, each cell ``value (× baseline)``."""
+    """``quantity`` (``median_ms``, ``peak_mb``) in ``mode``: a row per method, a column per N."""
     rows = [r for r in records if r.mode == mode]
     lengths = sorted({r.N for r in rows})
     lines = ["| method | level | baseline | " + " | ".join(f"N={N}" for N in lengths) + " |",
              "|---|---|---|" + "---:|" * len(lengths)]
     for method in dict.fromkeys(r.method for r in rows):
         first = next(r for r in rows if r.method == method)
-        cells = [_cell(records, find_record(records, method, N, mode), quantity) for N in lengths]
+        cells = [_cell(records, _find(records, method, N, mode), quantity) for N in lengths]
         lines.append(f"| {method} | {first.level} | {first.baseline or ''} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) if rows else ""
@@ -64,8 +62,8 @@ def targets_table(results: list[TargetResult]) -> str:
             " ({:.2f}–{:.2f})".format(*spread) if spread else "")
         verdict = {None: result.note or "not measured", True: "pass", False: "**miss**"}[
             result.passed]
-        if target.direction == "info":
-            verdict = "information" if result.value is not None else verdict
+        if target.direction == "info" and result.value is not None:
+            verdict = "information"
         modes = " / ".join(dict.fromkeys((target.numerator.mode, target.denominator.mode)))
         required = "—" if target.direction == "info" else f"{target.direction} {target.bound:g}"
         lines.append(f"| {target.name} | {modes} | {value} | {required} | {verdict} |")
@@ -91,8 +89,7 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
                      f"D={first.heads * first.dim}). Modules include their projections.")
     lines.append(_METHOD)
     if m.get("heap"):
-        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory is kept for the next "
-                     "allocation, as a caching allocator does).")
+        lines.append(f"- CPU heap: {m['heap']} (reuse: freed memory kept for the next step).")
     if failed:
         lines.append(f"- **Failed: {len(failed)} of {len(records + sides)} configurations** "
                      "(their errors under Failed below).")

@@ -1,47 +1,37 @@
-"""A whole run: the table (every method, mode and N, shortest N first: once a length is not
-measured, the longer ones in that mode are not run), then the targets, each with its two cases
-side by side, then :data:`OUTPUT_FILES`. A run that measured nothing ends in
-:class:`NothingMeasured`."""
+"""A whole run: the table (each method and mode shortest N first, up to a length not measured),
+then every target with its two cases side by side, then bench.json, bench.md and bench.png."""
 
 from __future__ import annotations
 
-import ctypes
 import itertools
-import os
-import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from ..timing import PairedStepTimes
-from .gpu_rows import GPU_TARGETS
+from ..process_memory import keep_freed_memory
 from .measure import Rounds, make_record, measure_cases
 from .method_table import get_method, method_names
-from .records import BenchRecord, save_bench
+from .records import BenchRecord, load_average, machine_info, save_bench
 from .report import markdown_report
 from .step_cases import ALL_MODES, COMPILED, MODES, BenchShape
-from .targets import TARGETS, Case, PairMeasurement, Target, TargetResult, judge
+from .target_list import GPU_TARGETS, TARGETS
+from .targets import Case, Target, TargetResult, judge
 
 __all__ = ["DEFAULT_LENGTHS", "DEVICES", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS",
-           "BenchSettings", "NothingMeasured", "keep_freed_memory", "machine_info",
-           "resolve_device", "run_and_write", "run_table", "run_targets"]
+           "BenchSettings", "NothingMeasured", "resolve_device", "run_and_write", "run_table",
+           "run_targets"]
 
 DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the CPU
-DEFAULT_LENGTHS = (256, 1024, 4096, 16384)
-QUICK_LENGTHS = (32, 64)
+DEFAULT_LENGTHS, QUICK_LENGTHS = (256, 1024, 4096, 16384), (32, 64)
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png")
-#: Which targets a run measures: the CPU ones (judged on any device), the GPU ones, or none.
-TARGET_SETS = ("cpu", "gpu", "none")
+TARGET_SETS = ("cpu", "gpu", "none")  # which targets a run measures
+Log = Callable[[str], None]
 
 
 class NothingMeasured(ValueError):
-    """A run in which nothing was measured; its files are written all the same, and ``report``
-    is its ``bench.md``."""
+    """A run that measured nothing; its files are written all the same (``report``: bench.md)."""
 
     def __init__(self, message: str, report: str) -> None:
         super().__init__(message)
@@ -59,11 +49,9 @@ def resolve_device(device: str) -> str:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """What runs, where, at which sizes: the table's ``methods``, ``lengths`` and ``modes``
-    (each configuration timed in at least ``repeats`` rounds, about ``min_run_s`` in all, and
-    skipped past ``limit_s``); the ``targets`` set (:data:`TARGET_SETS`) with the compiled-step
-    ones where ``compile``, each timed for about ``target_s`` (``target_limit_s`` at most);
-    ``quick``: the targets at tiny sizes (N/64, at least 16)."""
+    """The table (each configuration in ``repeats`` rounds or more, about ``min_run_s``, skipped
+    past ``limit_s``) and the ``targets`` set (the compiled ones where ``compile``; each about
+    ``target_s``, ``target_limit_s`` at most; ``quick``: at tiny sizes, N/64 or 16)."""
 
     methods: tuple[str, ...] = field(default_factory=method_names)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
@@ -82,13 +70,12 @@ class BenchSettings:
     def __post_init__(self) -> None:
         for name in self.methods:
             get_method(name)
-        if any(mode not in ALL_MODES for mode in self.modes):
-            raise ValueError(f"modes must be one of {', '.join(ALL_MODES)}; got {self.modes!r}")
+        for name, values, valid in (("modes", self.modes, ALL_MODES),
+                                    ("targets", (self.targets,), TARGET_SETS)):
+            if any(value not in valid for value in values):
+                raise ValueError(f"{name} must be one of {', '.join(valid)}; got {values!r}")
         if any(isinstance(N, bool) or not isinstance(N, int) or N < 1 for N in self.lengths):
             raise ValueError(f"lengths must be positive integers; got {self.lengths!r}")
-        if self.targets not in TARGET_SETS:
-            raise ValueError(f"targets must be one of {', '.join(TARGET_SETS)}; got "
-                             f"{self.targets!r}")
         if not ((self.methods and self.lengths and self.modes) or self.targets != "none"):
             raise ValueError("methods, lengths and modes must each name at least one value, or "
                              "targets must be measured")
@@ -96,18 +83,8 @@ class BenchSettings:
             raise ValueError(f"repeats must be >= 1; got {self.repeats}")
 
 
-def _log_line(record: BenchRecord) -> str:
-    shown = (f"{record.median_ms:10.2f} ms" if record.measured else
-             f"{'failed' if record.failed else 'skipped'}: {record.skipped}")
-    if record.measured and record.peak_mb is not None:
-        shown += f"  {record.peak_mb:9.1f} MiB"
-    return f"{record.method:<24} N={record.N:<6} {record.mode:<9} {shown}"
-
-
-def run_table(settings: BenchSettings, log: Callable[[str], None] | None = None
-              ) -> list[BenchRecord]:
-    """Every (method, mode, N) of ``settings``, shortest N first, measured or skipped with its
-    reason; ``log`` gets a line per record."""
+def run_table(settings: BenchSettings, log: Log = lambda line: None) -> list[BenchRecord]:
+    """Every (method, mode, N) of ``settings``, measured or skipped with its reason."""
     device, records = resolve_device(settings.device), []
     rounds = Rounds(settings.repeats, 20, settings.min_run_s, settings.limit_s)
     for name, mode in itertools.product(settings.methods, settings.modes):
@@ -119,22 +96,26 @@ def run_table(settings: BenchSettings, log: Callable[[str], None] | None = None
                     f"not run: N={unmeasured} was not measured"))]
             unmeasured = unmeasured or (None if record.measured else N)
             records.append(record)
-            if log is not None:
-                log(_log_line(record))
+            log(f"{name:<24} N={N:<6} {mode:<9} " + (
+                f"{record.median_ms:10.2f} ms  {record.peak_mb or 0:9.1f} MiB" if record.measured
+                else f"{'failed' if record.failed else 'skipped'}: {record.skipped}"))
     return records
 
 
 def _quick(target: Target) -> Target:
-    quick = [side._replace(N=max(16, side.N // 64)) for side in (target.numerator,
-                                                                 target.denominator)]
-    return replace(target, numerator=quick[0], denominator=quick[1], shape=BenchShape.quick())
+    """``target`` at tiny sizes, its cases at N/64 (at least 16)."""
+    numerator, denominator = (side._replace(N=max(16, side.N // 64))
+                              for side in (target.numerator, target.denominator))
+    return replace(target, numerator=numerator, denominator=denominator,
+                   shape=BenchShape.quick())
 
 
 def _not_run(target: Target, settings: BenchSettings, device: str) -> str | None:
     """Why ``settings`` does not measure ``target`` here, or None."""
-    if target.device not in (None, device) and not settings.quick:
+    gpu = target in GPU_TARGETS
+    if gpu and device != "cuda" and not settings.quick:
         return f"not measured here ({device.upper()})"
-    if settings.targets != ("gpu" if target.device else "cpu"):
+    if settings.targets != ("gpu" if gpu else "cpu"):
         return {"none": "not run (--no-targets)", "gpu": "not run (CPU targets)",
                 "cpu": "not run (GPU targets: --gpu-targets)"}[settings.targets]
     if COMPILED in (target.numerator.mode, target.denominator.mode) and not settings.compile:
@@ -142,108 +123,48 @@ def _not_run(target: Target, settings: BenchSettings, device: str) -> str | None
     return None
 
 
-def _in_order(pair: PairMeasurement, target: Target) -> PairMeasurement:
-    """``pair`` with its sides in ``target``'s order (numerator first)."""
-    if pair.records[0].method == target.numerator.method and (
-            (pair.records[0].N, pair.records[0].mode) == target.numerator[1:]):
-        return pair
-    times = pair.times and PairedStepTimes(pair.times.steps_per_round[::-1],
-                                           pair.times.round_step_s[::-1])
-    return PairMeasurement(pair.records[::-1], times, pair.difference)
-
-
-def run_targets(settings: BenchSettings, log: Callable[[str], None] | None = None
-                ) -> list[TargetResult]:
-    """Every target, its two cases measured side by side where ``settings`` runs it (once for
-    all the targets that read the same two cases), else with a note saying why."""
+def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[TargetResult]:
+    """Every target, its cases measured side by side where ``settings`` runs it (once for all
+    the targets that read the same cases), else with a note saying why."""
     device = resolve_device(settings.device)
     rounds = Rounds(5, 15, settings.target_s, settings.target_limit_s)
     runs = {target: _quick(target) if settings.quick else target
             for target in (*TARGETS, *GPU_TARGETS) if _not_run(target, settings, device) is None}
 
-    def key(run: Target) -> tuple[Any, ...]:
-        return (frozenset((run.numerator, run.denominator)), run.shape, run.precision)
+    def key(run: Target) -> tuple[object, ...]:
+        return frozenset((run.numerator, run.denominator)), run.shape, run.precision
 
     differences = {key(run) for run in runs.values() if run.quantity == "difference"}
-    measured: dict[tuple[Any, ...], PairMeasurement] = {}
-    results = []
+    measured, results = {}, []
     for target in (*TARGETS, *GPU_TARGETS):
-        if target not in runs:
+        run = runs.get(target)
+        if run is None:
             results.append(TargetResult(target, None, note=_not_run(target, settings, device)))
             continue
-        run = runs[target]
         if key(run) not in measured:
             measured[key(run)] = measure_cases(
-                [run.numerator, run.denominator], run.shape or settings.shape, device,
-                precision=run.precision, rounds=rounds, difference=key(run) in differences)
-        result = replace(judge(run, _in_order(measured[key(run)], run)), target=target)
+                list(dict.fromkeys((run.numerator, run.denominator))), run.shape or settings.shape,
+                device, precision=run.precision, rounds=rounds, difference=key(run) in differences)
+        result = replace(judge(run, measured[key(run)]), target=target)
         if settings.quick and result.value is not None:  # tiny sizes say nothing of the bound
             result.note = "tiny sizes (--quick): no verdict"
         results.append(result)
-        if log is not None:
-            shown = "—" if result.value is None else f"{result.value:.3g}"
-            log(f"target: {target.name}: {shown} {result.note or ''}")
+        log(f"target: {target.name}: {result.value} {result.note or ''}")
     return results
 
 
-def _load_average() -> list[float] | None:
-    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
-
-
-def machine_info(device: str) -> dict[str, Any]:
-    """What the figures depend on: hardware, threads, library versions, load, date."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    cpu = next((ln.partition(":")[2].strip() for ln in lines if ln.startswith("model name")),
-               platform.processor() or platform.machine())
-    info: dict[str, Any] = {
-        "device": device, "cpu": cpu, "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "load_average": _load_average(),
-    }
-    if device == "cuda":
-        info["gpu"], info["cuda"] = torch.cuda.get_device_name(), torch.version.cuda
-    try:
-        info["x_transformers"] = version("x-transformers")
-    except PackageNotFoundError:
-        info["x_transformers"] = None
-    return info
-
-
-def keep_freed_memory() -> str:
-    """Make glibc keep freed memory for reuse in this process, as a caching allocator does (no
-    ``mmap`` for large blocks, no trimming): by default each block of 32 MiB or more is mapped
-    afresh and page-faults anew every step (half of AGF's training step at N=16384). Returns the
-    heap policy: ``reuse``, or ``system`` where the C library is not glibc."""
-    try:
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return "system"
-    m_mmap_max, m_trim_threshold = -4, -1
-    return "reuse" if mallopt(m_mmap_max, 0) == 1 == mallopt(m_trim_threshold, 2**31 - 1) else (
-        "system")
-
-
 def run_and_write(settings: BenchSettings, directory: Path, *, command: str = "",
-                  log: Callable[[str], None] = print) -> str:
+                  log: Log = print) -> str:
     """Run ``settings``, write :data:`OUTPUT_FILES` to ``directory`` (the plot where the table
-    measured anything) and return the markdown report.
-
-    Raises:
-        NothingMeasured: after writing, when neither a configuration nor a target was measured.
-    """
+    measured anything) and return bench.md; :class:`NothingMeasured` where nothing was."""
     device = resolve_device(settings.device)
     directory.mkdir(parents=True, exist_ok=True)
     machine = machine_info(device)
     if device == "cpu":
         machine["heap"] = keep_freed_memory()
-    log(f"filterformer bench on {machine.get('gpu') or device} ({machine['cpu']}, "
-        f"{machine['torch_threads']} threads)")
-    records = run_table(settings, log=log)
-    results = run_targets(settings, log=log)
-    machine["load_average_end"] = _load_average()  # how busy the machine was throughout
+    log(f"filterformer bench on {machine.get('gpu') or machine['cpu']}")
+    records, results = run_table(settings, log=log), run_targets(settings, log=log)
+    machine["load_average_end"] = load_average()  # how busy the machine was throughout
     report = markdown_report(records, results, machine, command)
     save_bench(directory / "bench.json", machine, records, [r.to_row() for r in results])
     (directory / "bench.md").write_text(report)
@@ -251,10 +172,9 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
         from .figures import plot_records  # matplotlib loads only here
 
         plot_records(records, directory / "bench.png", machine=machine)
-    if not any(r.measured for r in records) and all(r.value is None for r in results):
+    elif all(r.value is None for r in results):
         failed = [r for r in records if r.failed]
-        first = f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}" if (
-            failed) else ""
+        first = failed and f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}"
         raise NothingMeasured(f"no configuration was measured ({len(failed)} of {len(records)} "
-                              f"failed{first}); see {directory / 'bench.md'}", report)
+                              f"failed{first or ''}); see {directory / 'bench.md'}", report)
     return report

@@ -1,13 +1,7 @@
-"""Benchmark cases: a method built at one size, fed seeded random inputs, ready to step.
-
-Kernels take q, k, v ``(B, h, N, d)``; attention modules take x ``(B, N, D)`` and a context that
-holds a first layer's values V⁰ (so NeuTRENO's term is active); models take embeddings
-``(B, N, D)``. A ``train`` step is forward + backward of a fixed random upstream gradient (plus
-any auxiliary loss, e.g. AGF's regulariser); a ``compiled`` step is a ``train`` step whose
-kernel, module or model is compiled as a compiled run compiles it; an ``inference`` step is the
-forward under ``torch.inference_mode`` in ``eval()``. Inputs have their own seed, so methods
-compared with each other are fed the same tensors whatever their weights consumed.
-"""
+"""Benchmark cases: a method built at one size, fed random inputs of their own seed (so methods
+compared are fed the same tensors), ready to step. A ``train`` step is forward + backward of a
+fixed upstream gradient (plus any auxiliary loss); ``compiled``, that of the compiled callable;
+``inference``, the forward under ``torch.inference_mode`` in ``eval()``."""
 
 from __future__ import annotations
 
@@ -23,11 +17,7 @@ from ..attention import AttentionContext
 __all__ = ["ALL_MODES", "COMPILED", "MODES", "BenchCase", "BenchShape", "CaseBuilder",
            "kernel_case", "model_case", "module_case"]
 
-#: ``train`` times forward + backward, ``inference`` the forward under ``torch.inference_mode``.
-MODES = ("train", "inference")
-#: A training step of the compiled kernel, module or model (:func:`~filterformer.training.
-#: compilation.compile_model`): a mode a run adds on request.
-COMPILED = "compiled"
+MODES, COMPILED = ("train", "inference"), "compiled"  # compiled: a mode a run adds on request
 ALL_MODES = (*MODES, COMPILED)
 
 
@@ -46,17 +36,15 @@ class BenchShape:
         return self.heads * self.head_dim
 
     @classmethod
-    def quick(cls) -> BenchShape:
-        """Tiny sizes for tests and smoke runs."""
+    def quick(cls) -> BenchShape:  # tiny sizes for tests and smoke runs
         return cls(batch=1, heads=2, head_dim=8, depth=1, mlp_ratio=2.0)
 
 
 @dataclass
 class BenchCase:
-    """One method at one size: ``forward()`` returns its main output, then scalar losses;
-    ``grad_output`` is the main output's upstream gradient (``train``), ``leaves`` the tensors
-    whose gradients :meth:`reset` clears, ``inputs`` what the forward is fed, ``module`` the
-    module or model stepped, if any; ``update`` runs after the backward (e.g. an optimiser)."""
+    """``forward()`` returns the main output, then scalar losses; ``grad_output``: the main
+    output's upstream gradient (``train``); ``leaves``: what :meth:`reset` clears the gradient
+    of; ``update`` runs after the backward (an optimiser)."""
 
     forward: Callable[[], Sequence[Tensor]]
     mode: str
@@ -67,7 +55,6 @@ class BenchCase:
     update: Callable[[], None] | None = None
 
     def step(self) -> None:
-        """Gradients cleared, then forward + backward (``train``) or the forward alone."""
         if self.mode == "inference":
             with torch.inference_mode():
                 self.forward()
@@ -88,7 +75,6 @@ CaseBuilder = Callable[[BenchShape, int, str, torch.device], BenchCase]
 
 
 def _compiled_in(mode: str, call: Any) -> Any:
-    """``call`` (a function or module) compiled in ``compiled`` mode, else itself."""
     if mode not in ALL_MODES:
         raise ValueError(f"mode must be one of {', '.join(ALL_MODES)}; got {mode!r}")
     if mode != COMPILED:
@@ -101,15 +87,15 @@ def _compiled_in(mode: str, call: Any) -> Any:
 def _case(mode: str, device: torch.device, shapes: dict[str, tuple[int, ...]],
           forward: Callable[[dict[str, Tensor]], Sequence[Tensor]], out: tuple[int, ...],
           module: nn.Module | None = None, grad: bool = True) -> BenchCase:
-    """Inputs of ``shapes`` (taking gradients in ``train`` where ``grad``), then the upstream
-    gradient of an output of shape ``out``, all drawn from the inputs' own seed."""
+    """Inputs of ``shapes`` (with gradients in ``train`` where ``grad``), then the upstream
+    gradient of an output of shape ``out``."""
     train, generator = mode != "inference", torch.Generator().manual_seed(0)
     draw = lambda *shape: torch.randn(shape, generator=generator).to(device)  # noqa: E731
     inputs = {name: draw(*shape).requires_grad_(train and grad) for name, shape in shapes.items()}
     weights = [] if module is None else list(module.parameters())
-    return BenchCase(forward=lambda: forward(inputs), mode=mode,
-                     grad_output=draw(*out) if train else None, inputs=inputs, module=module,
-                     leaves=[*(inputs.values() if grad else ()), *weights] if train else [])
+    return BenchCase(lambda: forward(inputs), mode, draw(*out) if train else None, inputs=inputs,
+                     leaves=[*(inputs.values() if grad else ()), *weights] if train else [],
+                     module=module)
 
 
 def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) -> CaseBuilder:
@@ -117,18 +103,17 @@ def kernel_case(kernel: Callable[..., Tensor], *, coefficients: bool = False) ->
     ``coefficients``, also per-head ``w0, w1, wK`` ``(h,)`` (GFSA's, learned in ``train``)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        qkv = (shape.batch, shape.heads, N, shape.head_dim)
+        qkv, call = (shape.batch, shape.heads, N, shape.head_dim), _compiled_in(mode, kernel)
         names = ("q", "k", "v", "w0", "w1", "wK") if coefficients else ("q", "k", "v")
-        shapes = {n: qkv if n in "qkv" else (shape.heads,) for n in names}
-        call = _compiled_in(mode, kernel)
-        return _case(mode, device, shapes, lambda x: [call(*x.values())], qkv)
+        return _case(mode, device, {n: qkv if n in "qkv" else (shape.heads,) for n in names},
+                     lambda x: [call(*x.values())], qkv)
 
     return build
 
 
 def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     """Cases of the attention module ``attention(shape)`` on random x ``(B, N, D)``, with V⁰
-    ``(B, h, N, d)`` in its context (from an earlier layer, so it takes gradients in ``train``)."""
+    ``(B, h, N, d)`` in its context (so NeuTRENO's term is active; it takes gradients)."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         module = attention(shape).to(device).train(mode != "inference")
@@ -146,17 +131,14 @@ def module_case(attention: Callable[[BenchShape], nn.Module]) -> CaseBuilder:
     return build
 
 
-def model_case(
-    model: Callable[[BenchShape, int], nn.Module],
-    forward: Callable[[nn.Module, Tensor], Sequence[Tensor]],
-) -> CaseBuilder:
-    """Cases of the whole model ``model(shape, N)`` on random embeddings x ``(B, N, D)``;
+def model_case(model: Callable[[BenchShape, int], nn.Module],
+               forward: Callable[[nn.Module, Tensor], Sequence[Tensor]]) -> CaseBuilder:
+    """Cases of the model ``model(shape, N)`` on random embeddings x ``(B, N, D)``;
     ``forward(model, x)`` returns the last hidden states ``(B, N, D)``, then any losses."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        built, x = model(shape, N).to(device).train(mode != "inference"), (shape.batch, N,
-                                                                            shape.width)
-        call = _compiled_in(mode, built)
+        built = model(shape, N).to(device).train(mode != "inference")
+        call, x = _compiled_in(mode, built), (shape.batch, N, shape.width)
         return _case(mode, device, {"x": x}, lambda inputs: forward(call, inputs["x"]), x,
                      built, grad=False)
 

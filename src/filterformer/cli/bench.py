@@ -40,7 +40,8 @@ _ECHOED = ("quick", "gpu_targets", "no_targets", "methods", "lengths", "modes", 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--methods", nargs="+", metavar="METHOD", help="methods to run (default: all; see --list)")
+    add("--methods", nargs="+", metavar="METHOD",
+        help="rows to run (default: the table's; see --list)")
     add("--lengths", nargs="+", type=int, metavar="N",
         help=f"sequence lengths (default: {' '.join(map(str, DEFAULT_LENGTHS))}; --quick: "
         f"{' '.join(map(str, QUICK_LENGTHS))})")
@@ -60,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--compile", action="store_true",
         help="add the compiled-step targets (eager against torch.compile training steps), "
         "which a full run includes and --quick leaves out")
-    add("--list", action="store_true", help="list the methods and exit")
+    add("--list", action="store_true", help="list every row and exit")
 
 
 def settings_from_args(args: argparse.Namespace) -> BenchSettings:

@@ -9,33 +9,29 @@ import pytest
 import torch
 
 from filterformer.bench import BenchShape, build_case
-from filterformer.bench.decoding import (
-    DECODE_METHODS,
-    DECODING_METHODS,
-    FAMILIES,
+from filterformer.bench.method_table import BENCH_METHODS, get_method
+from filterformer.bench.model_cases import (
     TOKENS,
     VOCAB_SIZE,
     build_decoder_model,
     decode_greedy,
     prefill,
 )
-from filterformer.bench.measure import case_method
 
 QUICK = BenchShape.quick()
+FAMILIES, DECODING_METHODS = ("native", "hf-llama"), ("softmax", "gfsa", "neutreno")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_case_decodes_the_same_tokens_at_every_step_from_its_cut_back_cache(family):
     N = random.randint(8, 24)
     names = [f"decode-{family}-{m}" for m in DECODING_METHODS]
-    assert set(names) <= set(DECODE_METHODS)
+    assert set(names) <= set(BENCH_METHODS)
     for name in names:
-        case = case_method(name).build(QUICK, N, "inference", torch.device("cpu"))
+        case = build_case(name, QUICK, N, "inference")
         first, again = (case.forward()[0].clone() for _ in range(2))
         assert first.shape == (QUICK.batch, TOKENS) and torch.equal(first, again)
-    assert case_method(names[1]).baseline == names[0]
-    with pytest.raises(ValueError, match=f"unknown benchmark method '{names[0]}'"):
-        build_case(names[0], QUICK, N, "inference")  # the table's methods only
+    assert get_method(names[1]).baseline == names[0] and not get_method(names[0]).table
 
 
 @pytest.mark.parametrize("family", FAMILIES)
