@@ -39,8 +39,8 @@ def test_half_written_summary_diagnostics_and_cost_are_named_and_recomputed(tmp_
                for line in lines), lines
     assert any(line.endswith("the step times are measured again") for line in lines), lines
     assert run_records(again) == run_records(first)
-    assert again["summary"][0]["method"] == first["summary"][0]["method"]
-    assert set(again["cost"]["seeds"]["0"]["step_time_s"]) == {"softmax", "gfsa"}
+    assert again.summary[0]["method"] == first.summary[0]["method"]
+    assert set(again.cost["seeds"]["0"]["step_time_s"]) == {"softmax", "gfsa"}
     # The run finished again holds one test record, as if it had never been touched.
     records = read_metrics(summary.parent / "metrics.jsonl")
     assert [r["split"] for r in records].count("test") == 1

@@ -68,9 +68,9 @@ def test_a_comparison_rerun_after_a_kill_before_the_summary_keeps_the_figures(tm
     again = compare(config, task=task, echo=lines.append)
     assert "(resumed)" in lines[0]
     keys = ("train_time_s", "train_step_time_s", "step_time_s", "peak_memory_bytes")
-    assert {k: again["runs"][0][k] for k in keys} == {k: first["runs"][0][k] for k in keys}
-    assert first["runs"][0]["train_step_time_s"] is not None
-    row, first_row = again["summary"][0], first["summary"][0]
+    assert {k: again.runs[0][k] for k in keys} == {k: first.runs[0][k] for k in keys}
+    assert first.runs[0]["train_step_time_s"] is not None
+    row, first_row = again.summary[0], first.summary[0]
     assert row["train_time_s_mean"] == first_row["train_time_s_mean"]
     assert row["step_time_s_median"] == first_row["step_time_s_median"]
 

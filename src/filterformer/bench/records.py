@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..jsonsafe import finite_json, reject_unknown_fields
+from ..machine import cpu_name
 
 __all__ = ["BENCH_VERSION", "BenchRecord", "load_bench", "machine_info", "save_bench"]
 
@@ -58,10 +59,7 @@ def load_average() -> list[float] | None:
 
 def machine_info(device: str) -> dict[str, Any]:
     """What the figures depend on: hardware, threads, library versions, load, date."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    info = {"device": device, "cpu": next((line.partition(":")[2].strip() for line in lines
-                                           if line.startswith("model name")), platform.machine()),
+    info = {"device": device, "cpu": cpu_name(),
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "torch": torch.__version__, "python": platform.python_version(),
             "platform": platform.platform(), "load_average": load_average(),
