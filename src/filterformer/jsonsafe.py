@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["finite_json", "first_non_finite", "reject_unknown_fields"]
+__all__ = ["finite_json", "first_non_finite", "plain_data", "reject_unknown_fields"]
 
 
 def finite_json(value: Any) -> Any:
@@ -47,3 +48,12 @@ def reject_unknown_fields(cls: type, data: dict[str, Any]) -> None:
     unknown = sorted(set(data) - set(valid))
     if unknown:
         raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; valid: {valid}")
+
+
+def plain_data(value: Any) -> Any:
+    """Mappings as dicts and tuples as lists, recursively: JSON's and YAML's spelling."""
+    if isinstance(value, Mapping):
+        return {k: plain_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_data(v) for v in value]
+    return value

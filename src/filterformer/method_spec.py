@@ -26,6 +26,7 @@ from .attention.graph_filter import GRAPH_FILTER_OPTIONS, check_graph_filter_opt
 from .attention.registry import get_attention_class
 from .checks import check_finite_numbers, check_integer
 from .functional.neutreno import check_neutreno_lambda
+from .jsonsafe import plain_data
 from .methods import METHOD_PRESETS, method_changes
 from .nn.fusion import FUSION_MODES
 
@@ -229,7 +230,7 @@ class MethodSpec:
         inverse; the spelling of config files and saved ``config.json``)."""
         return {
             "attention": self.attention,
-            "attention_options": _plain(dict(self.attention_options)),
+            "attention_options": plain_data(dict(self.attention_options)),
             "attention_layers": None if self.layers is None else list(self.layers),
             "neutreno_lambda": self.neutreno_lambda,
             "neutreno_learnable": self.neutreno_learnable,
@@ -307,7 +308,7 @@ class MethodSpec:
         patches hold them)."""
         values: dict[str, Any] = {}
         if self.uses_gfsa:
-            values.update(_plain(self.graph_filter_options()))
+            values.update(plain_data(self.graph_filter_options()))
         values.update(neutreno_lambda=self.neutreno_lambda,
                       neutreno_learnable=self.neutreno_learnable,
                       neutreno_warmup=self.neutreno_warmup, fusion=self.fusion,
@@ -400,11 +401,3 @@ def _frozen(value: Any) -> Any:
         return tuple(_frozen(v) for v in value)
     return value
 
-
-def _plain(value: Any) -> Any:
-    """Tuples as lists, recursively (JSON's and YAML's spelling)."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..jsonsafe import plain_data
 from ..method_spec import CONFIG_FIELDS, MethodSpec
 from ..methods import apply_method, method_changes
 from ..models import TransformerConfig
@@ -301,7 +302,7 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML), readable back with :meth:`from_dict`."""
-        return _plain(dataclasses.asdict(self))
+        return plain_data(dataclasses.asdict(self))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -323,10 +324,3 @@ def _check_model_fields(model: dict[str, Any]) -> dict[str, Any]:
         )
     return {key: check_value(value, hints[key], f"model.{key}") for key, value in model.items()}
 
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

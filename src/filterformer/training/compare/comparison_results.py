@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ...jsonsafe import plain_data
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",
@@ -87,7 +88,7 @@ class ComparisonResults:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, as ``results.json`` holds it."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.name: plain_data(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: Any, path: str | Path = RESULTS_FILE) -> ComparisonResults:
@@ -150,13 +151,6 @@ _SEQUENCES = ("methods", "seeds", "summary", "runs", "figures")
 _EMPTY_WHEN_NULL = ("task", "method_entries", "seeds", "budget", "environment",
                     "method_activity", "figures", "diagnostics")
 
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def check_schema_version(data: Any, path: str | Path) -> int:
