@@ -55,6 +55,8 @@ def _build(case: Case, shape: BenchShape, device: str, precision: str) -> BenchC
         torch.manual_seed(0)
         built = get_method(case.method).build(shape, N, case.mode, torch.device(device))
         built.forward = partial(_autocast, built.forward, precision, device)
+        if built.train_step is not None:  # a whole step: its forward runs inside it
+            built.train_step = partial(_autocast, built.train_step, precision, device)
         return built
 
     build(min(case.N, PRIME_LENGTH)).step()

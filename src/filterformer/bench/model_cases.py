@@ -13,10 +13,10 @@ from torch import Tensor, nn
 from ..methods import apply_method
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
 from ..patching import patch
-from ..training.optimization import build_optimizer
 from ..training.precision import autocast
 from ..training.run_config import OptimizerConfig
-from .step_cases import BenchCase, BenchShape, CaseBuilder
+from ..training.training_steps import TrainingStep
+from .step_cases import COMPILED, BenchCase, BenchShape, CaseBuilder
 
 __all__ = ["GENERATED_TOKENS", "TOKENS", "VOCAB_SIZE", "PrefilledDecoder", "build_decoder_model",
            "classifier_case", "decode_greedy", "decoding_case", "generation_case", "prefill"]
@@ -30,27 +30,25 @@ def _prompt(shape: BenchShape, N: int, high: int, device: torch.device) -> Tenso
 
 
 def classifier_case(preset: str, vocab_size: int, **options: object) -> CaseBuilder:
-    """Training steps of ``preset``'s classifier on a random batch ``(B, N)``: forward, backward,
-    clipping to norm 1, AdamW."""
+    """Training steps of ``preset``'s classifier on a random batch ``(B, N)``, as the trainer
+    takes them (:class:`~filterformer.training.training_steps.TrainingStep`: forward, backward,
+    clipping to norm 1, AdamW with the default settings); compiled in mode ``compiled``."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
         fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
                   "mlp_ratio": shape.mlp_ratio, "vocab_size": vocab_size, "max_len": N,
                   "attention_options": options}
         model = SequenceClassifier(TransformerConfig(**apply_method(fields, preset)), 2)
-        model = model.to(device).train()
         ids = _prompt(shape, N, vocab_size, device)
         inputs = {"input_ids": ids, "padding_mask": torch.ones_like(ids, dtype=torch.bool),
                   "labels": ids[:, 0] % 2}
-        optimizer, weights = build_optimizer(model, OptimizerConfig()), list(model.parameters())
-
-        def update() -> None:
-            torch.nn.utils.clip_grad_norm_(weights, 1.0)
-            optimizer.step()
-
-        return BenchCase(lambda: [model(**inputs).loss], mode="train", inputs=inputs,
-                         grad_output=torch.ones((), device=device), leaves=weights,
-                         module=model, update=update)
+        # fp32 here: the benchmark's precision comes as autocast around the whole step.
+        step = TrainingStep(model.to(device), [inputs], optimizer=OptimizerConfig(),
+                            grad_clip=1.0, precision="fp32", device=device,
+                            compile=mode == COMPILED)
+        return BenchCase(lambda: [step.step_model(**step.inputs).loss], mode="train",
+                         inputs=inputs, leaves=list(model.parameters()), module=model,
+                         train_step=step.step)
 
     return build
 

@@ -44,7 +44,8 @@ class BenchShape:
 class BenchCase:
     """``forward()`` returns the main output, then scalar losses; ``grad_output``: the main
     output's upstream gradient (``train``); ``leaves``: what :meth:`reset` clears the gradient
-    of; ``update`` runs after the backward (an optimiser)."""
+    of; ``train_step``, where set, is a whole training step taken instead of forward + backward
+    (the trainer's, :class:`~filterformer.training.training_steps.TrainingStep`)."""
 
     forward: Callable[[], Sequence[Tensor]]
     mode: str
@@ -52,9 +53,12 @@ class BenchCase:
     leaves: list[Tensor] = field(default_factory=list)
     inputs: dict[str, Tensor] = field(default_factory=dict)
     module: nn.Module | None = None
-    update: Callable[[], None] | None = None
+    train_step: Callable[[], object] | None = None
 
     def step(self) -> None:
+        if self.train_step is not None:
+            self.train_step()
+            return
         if self.mode == "inference":
             with torch.inference_mode():
                 self.forward()
@@ -62,8 +66,6 @@ class BenchCase:
         self.reset()
         outputs = list(self.forward())
         torch.autograd.backward(outputs, [self.grad_output] + [None] * (len(outputs) - 1))
-        if self.update is not None:
-            self.update()
 
     def reset(self) -> None:
         for leaf in self.leaves:

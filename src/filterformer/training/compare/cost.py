@@ -2,23 +2,24 @@
 
 Runs trained one after another on a shared machine meet different loads, so their in-training
 step times compare moments, not methods. After training, :func:`measure_cost` builds, for each
-seed, every method's model in this one process (with the run's seed, its AdamW optimiser and the
-same few training batches) and alternates their training steps in rounds, as the benchmark's
-paired check does (:func:`filterformer.timing.paired_step_times`):
+seed, every method's training step in this one process
+(:func:`~filterformer.training.training_steps.run_training_step`: the run's model from its seed,
+its AdamW settings, clipping and precision, on the same few real training batches of the task)
+and alternates the methods' steps in rounds (:func:`filterformer.timing.paired_step_times`):
 
 - warm-up rounds of one step per method come first; they are not reported, and each method's
   fastest warm-up step sets how many steps it runs per round, so that a method with a short step
   runs several, about as long in all as the longest method's one (at most 8);
-- in each timed round every method runs its steps back to back; the order changes from round to
-  round (``A B C``, ``C B A``, ``B C A``, …: a Williams design) so that no method always follows
-  the same one;
+- in each timed round every method runs its steps back to back, in the same order every round
+  (plain alternation: ``A B C``, ``A B C``, …);
 - each round uses its own training batch, the same for every method;
 - a method's time per step for a seed is the median over rounds of its mean step in each round.
 
 Drifts in the machine's load over seconds fall on every method alike. The step timed is the
 training loop's (forward, backward, gradient clipping, optimiser step, gradients cleared) without
 the learning-rate schedule; the models are freshly initialised, not the trained weights, because
-a step's cost does not depend on the weights' values.
+a step's cost does not depend on the weights' values. The benchmark's classifier case builds its
+step the same way (:class:`~filterformer.training.training_steps.TrainingStep`).
 
 With ``compile`` the steps timed are compiled, as the runs' were; each method compiles in its
 first warm-up step, which is not reported.
@@ -38,83 +39,23 @@ from typing import Any
 import torch
 
 from ...timing import PairedStepTimes, StepTimer, paired_step_times, time_step
-from ..batches import make_loader, training_batches
-from ..compilation import compile_model, mark_sequence_dynamic
 from ..distributed import setup_distributed
-from ..evaluation import model_inputs
-from ..model_building import ModelConfig, build_model
-from ..optimization import build_optimizer, training_step
-from ..precision import grad_scaler, resolve_precision
-from ..run_config import TrainConfig, run_identity
+from ..model_building import ModelConfig
+from ..run_config import run_identity
 from ..run_files import CorruptRunFileError, read_json, write_json
+from ..training_steps import run_training_step, training_inputs
 from .comparison_config import CompareConfig
 from .run_plans import resolve_models
 
 __all__ = [
     "COST_FILE",
-    "TrainingStep",
     "cost_note",
     "measure_cost",
-    "training_inputs",
     "with_step_times",
 ]
 
 #: The cached measurement, in the comparison directory.
 COST_FILE = "cost.json"
-
-
-class TrainingStep:
-    """One run's model, AdamW optimiser and batches, ready to take training steps.
-
-    With ``config.compile`` the steps run the compiled model, as the run's training does
-    (:mod:`filterformer.training.compilation`; the first step compiles, in the warm-up).
-
-    Args:
-        config: the run (its seed initialises the model).
-        model_config: its model's configuration, resolved once for the method
-            (:func:`~.run_plans.resolve_models`).
-        task: the ``TaskData``.
-        device: where the model lives.
-        batches: the model's inputs (on ``device``), one per round.
-    """
-
-    def __init__(self, config: TrainConfig, model_config: ModelConfig, task: Any,
-                 device: torch.device, batches: list[dict[str, Any]]) -> None:
-        torch.manual_seed(config.seed)
-        self.model = build_model(model_config, task, config.pooling).to(device)
-        self.model.train()
-        # The step the run trains with: compiled when the run is (its first call compiles).
-        self.step_model = compile_model(self.model) if config.compile else self.model
-        self.optimizer = build_optimizer(self.model, config.optimizer)
-        self.device = device
-        self.precision = resolve_precision(config.precision, device)
-        self.scaler = grad_scaler(self.precision, device)
-        self.grad_clip = config.grad_clip
-        self.batches = batches
-        if config.compile:
-            for inputs in batches:
-                mark_sequence_dynamic(inputs)
-        self.inputs = batches[0]
-
-    def use_batch(self, index: int) -> None:
-        """Take the next steps on batch ``index`` (modulo the batches there are)."""
-        self.inputs = self.batches[index % len(self.batches)]
-
-    def step(self) -> torch.Tensor:
-        """One training step, as the training loop takes it (without the schedule); returns
-        the step's loss (a 0-dimensional tensor; reading it waits for the device)."""
-        loss, _ = training_step(self.step_model, self.inputs, self.optimizer, self.scaler,
-                                precision=self.precision, device=self.device,
-                                grad_clip=self.grad_clip, parameters=self.model)
-        return loss
-
-
-def training_inputs(task: Any, batch_size: int, seed: int, count: int,
-                     device: torch.device) -> list[dict[str, Any]]:
-    """The first ``count`` training batches of the seed's first epoch, as model inputs."""
-    chosen = training_batches(task.train, batch_size, epoch=0, seed=seed)[:count]
-    loader = make_loader(task.train, chosen, task.collate, seed=seed)
-    return [model_inputs(batch, device) for batch in loader]
 
 
 def _measure_seed(config: CompareConfig, models: dict[str, ModelConfig], task: Any, seed: int,
@@ -126,7 +67,8 @@ def _measure_seed(config: CompareConfig, models: dict[str, ModelConfig], task: A
         if run.batch_size not in inputs:
             inputs[run.batch_size] = training_inputs(task, run.batch_size, seed,
                                                       config.cost_rounds, device)
-        steps.append(TrainingStep(run, models[plan.name], task, device, inputs[run.batch_size]))
+        steps.append(run_training_step(run, models[plan.name], task, device,
+                                       inputs[run.batch_size]))
     return paired_step_times(
         [s.step for s in steps], rounds=config.cost_rounds,
         warmup_steps=config.cost_warmup_steps, timer=timer,
@@ -240,7 +182,7 @@ def cost_note(cost: dict[str, Any] | None) -> str:
     return (
         "Time / step: measured after training, not during it. For each seed every method's "
         f"model was built in one process and their training steps{compiled} (forward, backward, "
-        f"clipping, AdamW update) alternated in {cost['rounds']} rounds, the order changing "
+        f"clipping, AdamW update) alternated in {cost['rounds']} rounds, in the same order "
         f"each round, after {cost['warmup_steps']} untimed warm-up round(s), on "
         f"{cost['device']} with {threads} CPU thread{'s' if threads != 1 else ''}; a run's "
         "time is the median over rounds of its mean step, so the machine's load falls on "

@@ -14,8 +14,8 @@ from typing import Any
 from ...checks import check_writable_directory
 from ..distributed import setup_distributed
 from ..model_building import load_task_data, resolve_model_config
+from ..training_steps import run_training_step, training_inputs
 from .comparison_config import CompareConfig
-from .cost import TrainingStep, training_inputs
 
 __all__ = ["dry_run"]
 
@@ -43,8 +43,8 @@ def dry_run(config: CompareConfig, *, task: Any = None,
     losses = {}
     for plan in (plan for plan in config.plans if plan.seed == seed):
         run, name = plan.config, plan.name
-        step = TrainingStep(run, resolve_model_config(run, task), task, device,
-                            training_inputs(task, run.batch_size, seed, 1, device))
+        step = run_training_step(run, resolve_model_config(run, task), task, device,
+                                 training_inputs(task, run.batch_size, seed, 1, device))
         losses[name] = float(step.step())
         if not math.isfinite(losses[name]):
             raise ValueError(f"method {name!r}: the first training step's loss is "
