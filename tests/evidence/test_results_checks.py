@@ -16,15 +16,19 @@ from hypothesis import strategies as st
 from filterformer.evidence import parse_claims, render_document
 from filterformer.evidence.comparisons import load_comparison
 
+from .activity_fixture import random_activity
 from .results_fixture import comparison, make_results, shifted, write_results
 
 
 def _results() -> dict:
     seeds = range(random.randint(3, 6))
     base = dict(zip(seeds, torch.rand(len(seeds)).tolist(), strict=True))
-    return make_results({"softmax": {"test_accuracy": base},
-                         "gfsa": {"test_accuracy": shifted(base, 0.1)},
-                         "agf": {"test_accuracy": shifted(base, -0.05)}})
+    results = make_results({"softmax": {"test_accuracy": base},
+                            "gfsa": {"test_accuracy": shifted(base, 0.1)},
+                            "agf": {"test_accuracy": shifted(base, -0.05)}})
+    activity = random_activity(len(seeds))
+    results["method_activity"] = {m: activity[m] for m in results["methods"]}
+    return results
 
 
 def _refused(tmp_path, results, *fragments: str) -> str:
@@ -134,6 +138,44 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_the_field(tmp_path, field, 
     target[field[-1]] = value
     named = field[0] + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in field[1:])
     _refused(tmp_path, results, named)
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    (("method_activity",), ["gfsa"]), (("method_activity", "gfsa"), 0.1),
+    (("method_activity", "gfsa", "runs_measured"), -1),
+    (("method_activity", "gfsa", "runs_unmeasured"), 1.5),
+    (("method_activity", "gfsa", "parameters"), []),
+    (("method_activity", "gfsa", "parameters", "gfsa"), 0.1),
+    (("method_activity", "gfsa", "parameters", "gfsa", "max_abs_change"), "small"),
+    (("method_activity", "gfsa", "parameters", "gfsa", "max_abs_change"), -0.1),
+    (("method_activity", "gfsa", "parameters", "gfsa", "response_max_abs_change"), "flat"),
+])
+def test_a_malformed_activity_is_refused_naming_the_field(tmp_path, field, value):
+    results = _results()
+    target = results
+    for part in field[:-1]:
+        target = target[part]
+    target[field[-1]] = value
+    _refused(tmp_path, results, ".".join(field))
+
+
+@pytest.mark.parametrize(("where", "key"), [
+    (("method_activity",), "neutreno"), (("method_activity", "gfsa", "parameters"), "gfsa2")])
+def test_activity_of_an_unknown_method_or_kind_is_refused_naming_it(tmp_path, where, key):
+    results = _results()
+    target = results
+    for part in where:
+        target = target[part]
+    target[key] = {"runs_measured": 1, "runs_unmeasured": 0, "parameters": {},
+                   "max_abs_change": 0.1, "response_max_abs_change": None}
+    _refused(tmp_path, results, ".".join((*where, key)), "must be a key among")
+
+
+@pytest.mark.parametrize("key", ["runs_measured", "parameters"])
+def test_activity_missing_a_field_is_refused_naming_it(tmp_path, key):
+    results = _results()
+    del results["method_activity"]["gfsa"][key]
+    _refused(tmp_path, results, "method_activity.gfsa", key)
 
 
 def test_a_file_compare_writes_is_accepted_as_written(tmp_path):

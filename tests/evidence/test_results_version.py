@@ -47,14 +47,15 @@ def test_the_results_round_trip_through_results_json(tmp_path):
 
 
 def test_a_file_without_a_version_reads_as_version_1_with_every_value_kept():
-    # The committed results were written before the version: read as they are.
+    # The committed results written before the version are read as they are.
     listed = subprocess.run(["git", "ls-files", "*results.json"], cwd=ROOT, capture_output=True,
                             text=True).stdout.split()
-    if not listed:
-        pytest.skip("needs the repository's committed results")
-    for name in random.sample(listed, min(4, len(listed))):
+    unversioned = [name for name in listed
+                   if "schema_version" not in json.loads((ROOT / name).read_text())]
+    if not unversioned:
+        pytest.skip("needs the repository's committed results written before the version")
+    for name in random.sample(unversioned, min(4, len(unversioned))):
         data = json.loads((ROOT / name).read_text())
-        assert "schema_version" not in data, name
         results = ComparisonResults.from_dict(data, ROOT / name)
         assert results.schema_version == 1
         plain = results.to_dict()

@@ -4,11 +4,12 @@ Reads a claims file (which comparisons test which claim, the paper's figures, th
 claim expects) and every comparison's results.json written by `filterformer compare`, and writes
 one Markdown document: per claim the paper's figures beside ours, our setup, every method's mean
 ± std over seeds, the difference from the baseline with its 95 % interval, the verdict
-(supports, contradicts, inconclusive at this scale, or not run yet) and the key figure. The same
-files give the same document, byte for byte. Comparisons of a claim marked `pending: true` that
-have not run yet are reported as such; for any other claim a missing results directory is an
-error. A results file with a non-finite number or a malformed field is refused, naming the file
-and the field; every failure exits with status 2.
+(supports, contradicts, inconclusive at this scale, or not run yet), raw and after Holm's
+correction within the claim, how far each method's own parameters moved, and the key figure.
+The same files give the same document, byte for byte. Comparisons of a claim marked
+`pending: true` that have not run yet are reported as such; for any other claim a missing
+results directory is an error. A results file with a non-finite number or a malformed field is
+refused, naming the file and the field; every failure exits with status 2.
 
 Examples:
   filterformer evidence
@@ -48,8 +49,11 @@ def run(args: argparse.Namespace) -> int:
              "output_path": args.output}
     evidence = write_document(**{k: v for k, v in paths.items() if v is not None},
                               draw_figures=not args.no_figures)
-    counts = ", ".join(f"{count} {verdict}" for verdict, count in evidence.counts().items())
+    raw, adjusted = (", ".join(f"{count} {verdict}"
+                               for verdict, count in evidence.counts(adjusted=holm).items())
+                     for holm in (False, True))
     print(f"wrote {args.output or DEFAULT_OUTPUT}: {len(evidence.rows)} claims, "
-          f"{sum(map(len, evidence.rows.values()))} test rows ({counts}); "
+          f"{sum(map(len, evidence.rows.values()))} test rows (raw verdicts: {raw}; after "
+          f"Holm's correction within each claim: {adjusted}); "
           f"{len(evidence.figures)} figures drawn")
     return 0

@@ -1,5 +1,6 @@
 """One claim's section of the document: the claim, our setup, the tuning, every method's
-results per setting, the judged test rows and the key figure."""
+results per setting, how far the methods' own parameters moved, the judged test rows and the key
+figure."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from ..training.compare.comparison_results import RESULTS_FILE, ComparisonResults
 from ..training.compare.statistics import compared_metrics
+from .activity_text import activity_lines
 from .claims import Claim
 from .comparisons import metric_direction, metric_mean_std, near_names
 from .figures import claim_figure_path, figure_caption
@@ -220,6 +222,7 @@ def claim_section(
             continue
         lines += [f"Results: {where}.", "", *(f"- {item}" for item in setup_lines(results)), "",
                   *_methods_table(results), ""]
+    lines += activity_lines(claim, comparisons)
     lines += ["### Test rows", "", *_rows_table(claim, rows), ""]
     lines += _figure_lines(claim, comparisons, results_root, document_dir)
     if all(row.verdict == NOT_RUN for row in rows):

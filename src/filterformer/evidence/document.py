@@ -112,6 +112,15 @@ def _introduction(command: str) -> list[str]:
         "written or changed after its results is marked *post hoc*. Accuracies are in %, "
         "their differences in percentage points (pp).",
         "",
+        "Before its test rows, each claim shows its methods' filter activity, from each "
+        "`results.json`'s `method_activity`: how far each method's own parameters (GFSA's w0, "
+        "w1, wK; a learned NeuTRENO λ; AGF's filter coefficients; SAMSA's support scores; the "
+        "layer-fusion weights) moved from their start to the weights tested, the largest over "
+        "its seeds, and for GFSA and AGF how far the learned filter response over graph "
+        "frequencies moved; or that the results predate that measurement. A method whose "
+        "coefficients start at a no-op (GFSA's w0, w1, wK = 0, 1, 0) and barely move compares "
+        "softmax attention with itself.",
+        "",
     ]
 
 

@@ -3,9 +3,10 @@
 The document prints what ``results.json`` holds, so a file changed by hand or damaged must not
 become a wrong number in it. :func:`check_results` checks the kind of every field the document
 reads, that every number anywhere in the file is finite (compare writes null for a missing
-value, never NaN or infinity), and that every method but the baseline has its ``difference``
-from the baseline on each compared metric. Each error names the file and the field, as a path
-into the file (``summary[1].difference.test_accuracy.ci_low``).
+value, never NaN or infinity), that every method but the baseline has its ``difference``
+from the baseline on each compared metric, and the kinds in ``method_activity``. Each error
+names the file and the field, as a path into the file
+(``summary[1].difference.test_accuracy.ci_low``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jsonsafe import first_non_finite
+from ..method_parameters import METHOD_LABELS
 from ..training.compare.comparison_results import REQUIRED_KEYS
 from ..training.compare.statistics import VERDICTS, compared_metrics
 from ..training.evaluation import MODEL_SELECTION
@@ -182,6 +184,34 @@ def _check_runs(check: _Checker, results: dict[str, Any]) -> None:
                          _optional(_is_number), "a number or null")
 
 
+def _check_activity(check: _Checker, results: dict[str, Any]) -> None:
+    """``method_activity`` (absent in files written before it was measured): per compared
+    method, its run counts and per method-parameter kind the largest changes."""
+    methods = results["methods"]
+    activity = check.mapping("method_activity", results.get("method_activity"), optional=True)
+    for method, entry in activity.items():
+        where = f"method_activity.{method}"
+        check.expect(where, method, lambda v: v in methods,
+                     f"a key among the methods ({', '.join(methods)})")
+        entry = check.mapping(where, entry)
+        for key in ("runs_measured", "runs_unmeasured"):
+            check.expect(f"{where}.{key}", check.require(entry, key, where), _is_count,
+                         "a number of runs (an integer >= 0)")
+        kinds = check.mapping(f"{where}.parameters", check.require(entry, "parameters", where))
+        for kind, moved in kinds.items():
+            field = f"{where}.parameters.{kind}"
+            check.expect(field, kind, lambda v: v in METHOD_LABELS,
+                         f"a key among {', '.join(METHOD_LABELS)}")
+            moved = check.mapping(field, moved)
+            check.expect(f"{field}.max_abs_change",
+                         check.require(moved, "max_abs_change", field),
+                         lambda v: _is_number(v) and v >= 0, "a distance (a number >= 0)")
+            check.expect(f"{field}.response_max_abs_change",
+                         check.require(moved, "response_max_abs_change", field),
+                         _optional(lambda v: _is_number(v) and v >= 0),
+                         "a distance (a number >= 0) or null")
+
+
 def check_results(results: Any, path: str | Path) -> dict[str, Any]:
     """``results`` (the content of ``path``, a ``results.json``) once every field the
     document reads is checked.
@@ -189,8 +219,8 @@ def check_results(results: Any, path: str | Path) -> dict[str, Any]:
     Raises:
         ValueError: naming ``path`` and the field: the content is not a mapping, lacks a key
             compare writes, holds a non-finite number anywhere, a value of the wrong kind, a
-            summary row or run record of an unknown method, or a method without its
-            ``difference`` from the baseline.
+            summary row, run record or ``method_activity`` entry of an unknown method, or a
+            method without its ``difference`` from the baseline.
     """
     path = Path(path)
     if not isinstance(results, dict):
@@ -210,4 +240,5 @@ def check_results(results: Any, path: str | Path) -> dict[str, Any]:
     _check_header(check, results)
     _check_summary(check, results)
     _check_runs(check, results)
+    _check_activity(check, results)
     return results

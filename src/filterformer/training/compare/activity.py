@@ -46,9 +46,19 @@ def _runs(count: int) -> str:
 def activity_sentences(results: ComparisonResults) -> list[str]:
     """One sentence per compared method with parameters of its own, e.g. ``gfsa: GFSA
     coefficients (w0, w1, wK) moved at most 0.004 from their start (largest over 3 runs); the
-    learned filter response at most 0.0061.``; and one per method with unmeasured runs."""
+    learned filter response at most 0.0061.``; one per method with unmeasured runs; one per
+    method other than the baseline whose measured runs add no parameters (a fixed λ); and one
+    per method none of whose runs finished without diverging."""
     sentences = []
     for method, entry in results.method_activity.items():
+        # Silence would read as "nothing to report": say why a method has no measurement.
+        if not entry["runs_measured"] and not entry["runs_unmeasured"]:
+            sentences.append(f"{method}: no run finished without diverging, so how far its "
+                             "parameters moved is not measured.")
+        elif (entry["runs_measured"] and not entry["parameters"]
+              and method != results.baseline):
+            sentences.append(f"{method}: no parameters of its own that training moves "
+                             f"({_runs(entry['runs_measured'])} measured).")
         over = f"largest over {_runs(entry['runs_measured'])}"
         for kind, moved in entry["parameters"].items():
             text = (f"{method}: {METHOD_LABELS[kind]} moved at most {moved['max_abs_change']:.2g} "
