@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch._dynamo
 import yaml
-from PIL import Image
+from PIL import Image, ImageFilter
 from torch._dynamo.testing import CompileCounterWithBackend
 
 from filterformer.cli import main
@@ -50,6 +50,10 @@ window.addEventListener("load", () => {
   document.body.appendChild(probe);
 });
 </script>"""
+
+
+def _blurred(image: Image.Image) -> np.ndarray:
+    return np.asarray(image.filter(ImageFilter.GaussianBlur(2)), dtype=float)
 
 
 def tiny_budget(tmp_path: Path) -> Path:
@@ -203,16 +207,22 @@ def test_report_renders_the_table_and_every_figure(comparison, tmp_path):
     shot_path = tmp_path / "report.png"
     run_chromium(report, tmp_path / "profile", probe["height"], f"--screenshot={shot_path}")
     with Image.open(shot_path) as shot:
-        screenshot = np.asarray(shot.convert("L"), dtype=float)
+        shot_image = shot.convert("L")
+    screenshot = np.asarray(shot_image, dtype=float)
     assert screenshot.shape == (probe["height"], WIDTH)
     assert screenshot.std() > 10  # not a blank page
     for image in images:
         left, top = round(image["left"]), round(image["top"])
         width, height = round(image["boxWidth"]), round(image["boxHeight"])
-        shown = screenshot[top : top + height, left : left + width]
         with Image.open(comparison / image["src"]) as source:
-            expected = np.asarray(source.convert("L").resize((width, height)), dtype=float)
-        correlation = np.corrcoef(shown.ravel(), expected.ravel())[0, 1]
+            expected = _blurred(source.convert("L").resize((width, height)))
+        # A box at a fractional position is drawn up to a pixel away from its rounded corner, and
+        # the browser scales thin lines with another filter than PIL: blurred, a figure of thin
+        # lines matches where it was drawn, and nowhere else.
+        correlation = max(
+            np.corrcoef(_blurred(shot_image.crop((x, y, x + width, y + height))).ravel(),
+                        expected.ravel())[0, 1]
+            for y in (top - 1, top, top + 1) for x in (left - 1, left, left + 1))
         assert correlation > 0.9, (image["src"], correlation)
 
 
@@ -221,7 +231,7 @@ def test_report_renders_the_table_and_every_figure(comparison, tmp_path):
     [
         (["--methods", "softmax", "gfssa"], "unknown method 'gfssa'; valid methods: softmax, "),
         (["--set", "task=listopz"], "unknown task 'listopz'; valid tasks: listops, "),
-        (["--set", "task_options.size=3"], "unknown option(s) ['size'] for task 'listops'"),
+        (["--set", "task_options.size=3"], "unknown option(s) ['size'] for task 'digits'"),
         (["--set", "model.attention=gfsa"], "base config sets model.attention, which the method"),
         (["--set", "epochs=0"], "epochs must be positive; got 0"),
         (["--seeds", "1", "1"], "seeds must be distinct integers"),
