@@ -7,11 +7,6 @@ method (even from the same kernel pieces) would not show up as a call.
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import sys
-from collections.abc import Callable, Iterator
-
 import pytest
 import torch
 
@@ -22,6 +17,7 @@ from filterformer.functional import gfsa, gfsa_filter, gfsa_response
 from filterformer.method_spec import MethodSpec
 from filterformer.models import Transformer, TransformerConfig
 
+from ..call_recording import recorded_calls
 from .helpers import hf_inputs, hf_model, images, randomise_patch, timm_model
 
 GFSA = gfsa
@@ -33,22 +29,6 @@ RESPONSE = GraphFilter.filter_response
 KERNELS = (gfsa, gfsa_filter, gfsa_response)
 
 
-@contextlib.contextmanager
-def recorded_calls(*functions: Callable) -> Iterator[collections.Counter]:
-    """Count the calls of ``functions`` (by code object) made in this thread meanwhile."""
-    codes = {function.__code__: function for function in functions}
-    calls: collections.Counter = collections.Counter()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            calls[codes[frame.f_code]] += 1
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield calls
-    finally:
-        sys.setprofile(previous)
 
 
 def test_the_native_module_and_model_call_the_one_gfsa_and_v0_rule():

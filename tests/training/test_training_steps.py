@@ -7,11 +7,7 @@ Calls are recorded by the interpreter's profiler, by code object: a path that bu
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import random
-import sys
-from collections.abc import Callable, Iterator
 
 import torch
 
@@ -21,6 +17,7 @@ from filterformer.training.compare.cost import measure_cost
 from filterformer.training.optimization import training_step
 from filterformer.training.training_steps import TrainingStep
 
+from ..call_recording import recorded_calls
 from .helpers import majority_task
 
 BUILD, STEP = TrainingStep.__init__, TrainingStep.step
@@ -28,22 +25,6 @@ TINY = ["task=majority", "model.dim=16", "model.depth=1", "model.num_heads=2", "
         "max_steps=2", "progress=false"]
 
 
-@contextlib.contextmanager
-def recorded_calls(*functions: Callable) -> Iterator[collections.Counter]:
-    """Count the calls of ``functions`` (by code object) made in this thread meanwhile."""
-    codes = {function.__code__: function for function in functions}
-    calls: collections.Counter = collections.Counter()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes:
-            calls[codes[frame.f_code]] += 1
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield calls
-    finally:
-        sys.setprofile(previous)
 
 
 def test_compare_cost_times_the_steps_the_one_builder_builds(tmp_path):
