@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ __all__ = [
     "check_choice",
     "check_finite_numbers",
     "check_integer",
+    "check_known_options",
     "check_positive",
     "check_probability",
     "check_writable_directory",
@@ -106,3 +107,12 @@ def check_writable_directory(name: str, path: str | os.PathLike) -> Path:
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"{name} {path} is not writable: no permission to write in {existing}")
     return path
+
+
+def check_known_options(options: Iterable[str], valid: Sequence[str], owner: str) -> None:
+    """Raise ValueError naming every option of ``options`` not in ``valid``, and the valid ones;
+    ``owner`` says whose options they are (``attention 'gfsa'``, ``method 'neutreno'``)."""
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(map(repr, unknown))} for {owner}; "
+                         f"valid options: {', '.join(valid) or 'none'}")

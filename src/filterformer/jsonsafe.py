@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["finite_json", "first_non_finite", "plain_data", "reject_unknown_fields"]
+__all__ = ["finite_json", "first_non_finite", "plain_data", "read_json_object",
+           "reject_unknown_fields"]
 
 
 def finite_json(value: Any) -> Any:
@@ -57,3 +60,18 @@ def plain_data(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain_data(v) for v in value]
     return value
+
+
+def read_json_object(path: Path, fields: Sequence[str]) -> dict[str, Any]:
+    """The JSON object in the file ``path``, which should hold ``fields`` (named in the error).
+
+    Raises:
+        ValueError: naming ``path``, for text that is no JSON or JSON that is no object.
+    """
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object with the fields {list(fields)}")
+    return data

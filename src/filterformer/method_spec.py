@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from .attention.base import AttentionBase
 from .attention.graph_filter import GRAPH_FILTER_OPTIONS, check_graph_filter_options
 from .attention.registry import get_attention_class
-from .checks import check_finite_numbers, check_integer
+from .checks import check_finite_numbers, check_integer, check_known_options
 from .functional.neutreno import check_neutreno_lambda
 from .jsonsafe import plain_data
 from .methods import METHOD_PRESETS, method_changes
@@ -122,13 +122,7 @@ class MethodSpec:
         if not isinstance(options, Mapping):
             raise ValueError(f"attention_options must be a mapping; got {options!r}")
         options = check_finite_numbers("attention_options", dict(options))
-        own = _own_options(self.attention)
-        unknown = sorted(set(options) - set(own))
-        if unknown:  # as build_attention says it
-            raise ValueError(
-                f"unknown option(s) {', '.join(map(repr, unknown))} for attention "
-                f"{self.attention!r}; valid options: {', '.join(own)}"
-            )
+        check_known_options(options, _own_options(self.attention), f"attention {self.attention!r}")
         if self.attention == "gfsa":
             check_graph_filter_options(options)
         object.__setattr__(self, "attention_options", MappingProxyType(options))
@@ -184,13 +178,7 @@ class MethodSpec:
                 raise ValueError(f"a MethodSpec carries its options; got {sorted(options)} too")
             return method
         changes = method_changes(method)  # unknown or repeated presets fail here
-        valid = preset_options(method)
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise ValueError(
-                f"unknown option(s) {', '.join(map(repr, unknown))} for method {method!r}; "
-                f"valid options: {', '.join(valid) or 'none'}"
-            )
+        check_known_options(options, preset_options(method), f"method {method!r}")
         fields = {CONFIG_FIELDS[key]: value for key, value in changes.items()}
         attention_options = dict(fields.pop("attention_options", {}))
         for name, value in options.items():

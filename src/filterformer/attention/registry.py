@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..checks import check_known_options
 from .base import AttentionBase
 
 __all__ = [
@@ -52,13 +53,7 @@ def get_attention_class(name: str) -> type[AttentionBase]:
 def build_attention(name: str, dim: int, num_heads: int, **options: Any) -> AttentionBase:
     """Build the attention method ``name``; unknown options raise ValueError naming them."""
     cls = get_attention_class(name)
-    valid = attention_options(cls)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ValueError(
-            f"unknown option(s) {', '.join(map(repr, unknown))} for attention {name!r}; "
-            f"valid options: {', '.join(valid)}"
-        )
+    check_known_options(options, attention_options(cls), f"attention {name!r}")
     return cls(dim, num_heads, **options)
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from torch import nn
 
+from ..jsonsafe import read_json_object
+
 __all__ = ["CONFIG_FILE", "TIMM_FIELDS", "create_arguments", "read_saved_config", "saved_config"]
 
 CONFIG_FILE = "config.json"
@@ -68,12 +70,7 @@ def read_saved_config(directory: Path, architecture: str, *, named_in: Path) -> 
     path = directory / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{directory} has no {CONFIG_FILE} for its timm model")
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path} must hold a JSON object with the fields {list(TIMM_FIELDS)}")
+    config = read_json_object(path, TIMM_FIELDS)
     missing = [field for field in TIMM_FIELDS if field not in config]
     if missing:
         raise ValueError(f"{path}: missing field(s) {missing}; timm's layout has {TIMM_FIELDS}")

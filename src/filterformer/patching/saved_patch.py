@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..families import family_named
+from ..jsonsafe import read_json_object
 from ..method_spec import MethodSpec, parse_patch, preset_options
 from ..weight_files import remove_weight_files
 from .absent_modules import absent_modules
@@ -132,12 +133,7 @@ def read_patch_file(directory: str | os.PathLike) -> SavedPatch:
             "filterformer.save_pretrained (or a patched model's own save_pretrained); load an "
             "unpatched model with transformers' or timm's own loaders"
         )
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} must hold a JSON object with the fields {list(FIELDS)}")
+    data = read_json_object(path, FIELDS)
     missing = [field for field in FIELDS if field not in data]
     unknown = sorted(set(data) - set(FIELDS) - set(OPTIONAL_FIELDS))
     if missing or unknown:
