@@ -3,7 +3,13 @@ import statistics
 import pytest
 import torch
 
-from filterformer.timing import MAX_STEPS_PER_ROUND, paired_step_times, steps_per_round, time_step
+from filterformer.timing import (
+    MAX_STEPS_PER_ROUND,
+    alternate,
+    paired_step_times,
+    steps_per_round,
+    time_step,
+)
 
 
 def test_time_step_reads_the_clock_around_the_step():
@@ -88,8 +94,9 @@ def test_every_round_runs_each_method_once_in_plain_alternation_on_the_rounds_ba
     assert fake.ran == expected
     reference = [statistics.median(t.mean(1).tolist()) / 1e3 for t in timed]
     assert measured.median_s == pytest.approx(reference, rel=1e-12)
-    with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
-        paired_step_times(fake.steps(), rounds=0, warmup_steps=1, timer=fake.timer)
+    for bad in ({"rounds": 0, "warmup_steps": 1}, {"rounds": 1, "warmup_steps": 0}):
+        with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
+            paired_step_times(fake.steps(), timer=fake.timer, **bad)
 
 
 def test_ratios_divide_each_rounds_means_and_take_their_median_and_quartiles():
@@ -102,20 +109,20 @@ def test_ratios_divide_each_rounds_means_and_take_their_median_and_quartiles():
     assert measured.ratio(0, 0) == (1.0, 1.0, 1.0)
 
 
-def test_given_repeats_replace_the_warm_up_estimate():
-    fake = FakeSteps([[50.0, 10.0, 12.0], [1.0, 5.0, 5.0, 5.0, 6.0, 6.0, 6.0]])
-    measured = paired_step_times(fake.steps(), rounds=2, timer=fake.timer, repeats=(1, 3))
-    assert measured.steps_per_round == [1, 3]
-    assert measured.round_step_s == [pytest.approx([0.010, 0.012]), pytest.approx([0.005, 0.006])]
-
-
-def test_without_a_timer_whole_blocks_are_timed_in_plain_alternation_without_extra_steps():
+def test_alternation_runs_each_sides_block_once_a_round_in_plain_order():
     ran = []
-    repeats = torch.randint(1, 4, (2,)).tolist()
-    steps = [lambda side=side: ran.append(side) for side in range(2)]
-    measured = paired_step_times(steps, rounds=3, warmup_steps=0, repeats=repeats)
-    block = [side for side in range(2) for _ in range(repeats[side])]
-    assert ran == block * 3 and measured.steps_per_round == repeats
-    assert all(len(side) == 3 and min(side) > 0 for side in measured.round_step_s)
-    with pytest.raises(ValueError, match="rounds and warmup_steps must be >= 1"):
-        paired_step_times(steps, rounds=3, warmup_steps=0)
+    repeats = torch.randint(1, 4, (3,)).tolist()
+    means = torch.rand(4, 3, dtype=torch.float64).add(0.1).tolist()
+
+    def block(side):
+        def run(index, count):
+            ran.append((index, side, count))
+            return means[index][side]
+        return run
+
+    measured = alternate([block(side) for side in range(3)], repeats, 4)
+    assert ran == [(index, side, repeats[side]) for index in range(4) for side in range(3)]
+    assert measured.steps_per_round == repeats
+    assert measured.round_step_s == [[means[i][side] for i in range(4)] for side in range(3)]
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        alternate([block(0)], [1], 0)

@@ -1,29 +1,24 @@
 """Steps of several sides timed side by side, as ``bench`` and ``compare``'s cost do: plain
 alternation in rounds (0, 1, …, 0, 1, …), so drifts in load fall on every side alike; a side's
-time is the median over rounds of its mean step, a ratio the median of the rounds' ratios."""
+time is the median over rounds of its mean step, a ratio the median of the rounds' ratios. The
+clock is ``torch.utils.benchmark``'s, which first waits for the accelerator's queued work."""
 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
+from torch.utils.benchmark.utils.timer import timer as synchronized_clock
 
-__all__ = ["MAX_STEPS_PER_ROUND", "PairedStepTimes", "StepTimer", "paired_step_times",
-           "steps_per_round", "synchronized_clock", "time_step"]
+__all__ = ["MAX_STEPS_PER_ROUND", "Block", "PairedStepTimes", "StepTimer", "alternate",
+           "paired_step_times", "steps_per_round", "synchronized_clock", "time_step"]
 
 #: ``timer(step)`` runs ``step`` once and returns its duration in ms.
 StepTimer = Callable[[Callable[[], None]], float]
+#: ``block(round, count)`` runs ``count`` steps of a side and returns its mean step in seconds.
+Block = Callable[[int, int], float]
 MAX_STEPS_PER_ROUND = 8
-
-
-def synchronized_clock() -> float:
-    """``time.perf_counter()`` (s) once the work queued on a GPU this process uses is done."""
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-    return time.perf_counter()
 
 
 def time_step(step: Callable[[], None], clock: Callable[[], float] = synchronized_clock) -> float:
@@ -60,30 +55,36 @@ class PairedStepTimes:
         return median, low, high
 
 
+def alternate(blocks: Sequence[Block], repeats: Sequence[int], rounds: int) -> PairedStepTimes:
+    """``rounds`` rounds, each running every side's block of ``repeats[side]`` steps in turn."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1; got {rounds}")
+    timed = [[block(index, n) for block, n in zip(blocks, repeats, strict=True)]
+             for index in range(rounds)]
+    return PairedStepTimes(list(repeats), [list(side) for side in zip(*timed, strict=True)])
+
+
 def paired_step_times(
     steps: Sequence[Callable[[], None]], *, rounds: int, warmup_steps: int = 1,
-    timer: StepTimer | None = None, prepare: Callable[[int, int], None] | None = None,
-    repeats: Sequence[int] | None = None,
+    timer: StepTimer = time_step, prepare: Callable[[int, int], None] | None = None,
 ) -> PairedStepTimes:
-    """Alternate ``steps`` (one per side) in ``rounds`` rounds of ``repeats[side]`` steps each
-    (by default :func:`steps_per_round` of the fastest of ``warmup_steps`` uncounted rounds of
-    one step). A side's block is timed whole, or, with ``timer`` or ``prepare``, step by step by
-    ``timer`` (default :func:`time_step`) after an untimed ``prepare(side, round)``."""
-    if rounds < 1 or warmup_steps < (0 if repeats else 1):
+    """Alternate ``steps`` (one per side), each step timed alone by ``timer`` after an untimed
+    ``prepare(side, round)``; a side runs :func:`steps_per_round` of its fastest step in
+    ``warmup_steps`` uncounted rounds of one step."""
+    if rounds < 1 or warmup_steps < 1:
         raise ValueError(f"rounds and warmup_steps must be >= 1; got {rounds} and {warmup_steps}")
 
-    def block(side: int, index: int, count: int) -> float:  # seconds per step
-        if timer is None and prepare is None:
-            return time_step(lambda: [steps[side]() for _ in range(count)]) / count / 1e3
-        total = 0.0
-        for _ in range(count):
-            if prepare is not None:
-                prepare(side, index)
-            total += (timer or time_step)(steps[side])
-        return total / count / 1e3
+    def block(side: int) -> Block:
+        def run(index: int, count: int) -> float:
+            total = 0.0
+            for _ in range(count):
+                if prepare is not None:
+                    prepare(side, index)
+                total += timer(steps[side])
+            return total / count / 1e3
 
-    sides = range(len(steps))
-    warm = [[block(side, index, 1) for index in range(warmup_steps)] for side in sides]
-    repeats = tuple(repeats or steps_per_round(*(min(times) for times in warm)))
-    timed = [[block(side, index, repeats[side]) for side in sides] for index in range(rounds)]
-    return PairedStepTimes(list(repeats), [list(side) for side in zip(*timed, strict=True)])
+        return run
+
+    blocks = [block(side) for side in range(len(steps))]
+    warm = [min(run(index, 1) for index in range(warmup_steps)) for run in blocks]
+    return alternate(blocks, steps_per_round(*warm), rounds)

@@ -1,15 +1,18 @@
 """Cases measured side by side: records for every case, rounds alternated, the first step's
-extra memory, compiled steps against eager ones, and what cannot be measured said so."""
+extra memory, compiled steps beside eager ones, and what cannot be measured said so."""
 
 import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from filterformer.bench import BenchShape, Case, measure_cases, method_table
 from filterformer.bench import measure as measure_module
@@ -30,22 +33,29 @@ def test_two_cases_alternate_in_rounds_and_each_gets_its_record():
     for record, median_s in zip(pair.records, pair.times.median_s, strict=True):
         assert record.measured and math.isclose(record.median_ms, median_s * 1e3)
         assert len(record.times_ms) == 4 and record.first_ms > 0 and record.peak_mb >= 0
-    assert (pair.records[0].batch, pair.records[0].dim, pair.records[0].level) == (1, 8, "kernel")
+    assert (pair.records[0].batch, pair.records[0].heads, pair.records[0].dim) == (1, 2, 8)
 
 
-def test_the_rounds_alternate_the_cases_steps_plainly(monkeypatch):
-    order = []
-    real = measure_module.paired_step_times
+def test_rounds_alternate_the_cases_blocks_each_timed_by_torch_utils_benchmark(monkeypatch):
+    timed, means = [], iter(random.uniform(1e-3, 1e-2) for _ in range(6))
 
-    def watched(steps, **options):
-        named = [lambda s=s, i=i: (order.append(i), s()) for i, s in enumerate(steps)]
-        return real(named, **{**options, "repeats": [1, 1]})
+    class RecordingTimer:  # torch.utils.benchmark.Timer's interface: one block, its mean
+        def __init__(self, stmt, globals, num_threads):
+            assert stmt == "step()" and num_threads == torch.get_num_threads()
+            self.step = globals["step"]
 
-    monkeypatch.setattr(measure_module, "paired_step_times", watched)
-    measure_cases([Case("sdpa", 16, "inference"), Case("efficient", 16, "inference")], QUICK,
-                  rounds=Rounds(least=3, most=3))
-    # Each round: side 0's block of one step, then side 1's.
-    assert order == [0, 1] * 3
+        def timeit(self, number):
+            timed.append(self.step)
+            return SimpleNamespace(mean=next(means))
+
+    monkeypatch.setattr(measure_module, "Timer", RecordingTimer)
+    pair = measure_cases([Case("sdpa", 16, "inference"), Case("efficient", 16, "inference")],
+                         QUICK, rounds=Rounds(least=3, most=3))
+    steps = list(dict.fromkeys(timed))
+    assert len(steps) == 2 and timed == steps * 3  # each round: side 0's block, then side 1's
+    rounds = pair.times.round_step_s
+    assert pair.records[0].median_ms == pytest.approx(statistics.median(rounds[0]) * 1e3)
+    assert pair.records[1].times_ms == pytest.approx([s * 1e3 for s in rounds[1]])
 
 
 #: Run in a fresh interpreter: whether glibc reuses a freed block for the next allocation depends
@@ -73,11 +83,11 @@ def test_the_first_step_reports_the_peak_extra_memory_of_a_known_allocation():
     assert ms > 0 and mib - 6 <= extra <= mib + 16
 
 
-def test_a_compiled_step_gives_eager_outputs_and_is_timed_beside_eager():
+def test_a_compiled_step_is_timed_beside_eager():
     cases = [Case("model-agf", 16, "compiled"), Case("model-agf", 16, "train")]
-    pair = measure_cases(cases, QUICK, rounds=Rounds(least=2, most=2), difference=True)
+    pair = measure_cases(cases, QUICK, rounds=Rounds(least=2, most=2))
     assert all(r.measured for r in pair.records)
-    assert 0 <= pair.difference < 1e-5
+    assert [len(side) for side in pair.times.round_step_s] == [2, 2]
 
 
 def test_past_a_methods_longest_length_nothing_runs_and_the_pair_is_not_timed():

@@ -4,7 +4,7 @@ measured side by side. ``filterformer bench`` runs :func:`run_and_write`; docs/b
 
 from .measure import measure_cases
 from .method_table import BENCH_METHODS, BenchMethod, build_case, get_method, method_names
-from .records import BenchRecord, load_bench, machine_info, save_bench
+from .records import BenchRecord, save_bench
 from .report import markdown_report
 from .run import BenchSettings, run_and_write, run_table
 from .step_cases import ALL_MODES, MODES, BenchShape
@@ -14,6 +14,6 @@ from .targets import Case, Target, TargetResult, judge
 __all__ = [
     "ALL_MODES", "BENCH_METHODS", "GPU_TARGETS", "MODES", "TARGETS", "BenchMethod", "BenchRecord",
     "BenchSettings", "BenchShape", "Case", "Target", "TargetResult", "build_case", "get_method",
-    "judge", "load_bench", "machine_info", "markdown_report", "measure_cases", "method_names",
+    "judge", "markdown_report", "measure_cases", "method_names",
     "run_and_write", "run_table", "save_bench",
 ]

@@ -1,10 +1,10 @@
 """Cases measured side by side in this process: each built after a priming step at N=64 (so
 start-up costs stay out), its first full-size step timed with its extra memory (CPU: peak RSS
-rise, :mod:`filterformer.process_memory`; CUDA: peak allocated), then the steps alternated."""
+rise, :mod:`filterformer.process_memory`; CUDA: peak allocated), then blocks of its steps timed
+by ``torch.utils.benchmark.Timer`` and alternated with the other cases' in rounds."""
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import math
 from collections.abc import Callable
@@ -13,13 +13,14 @@ from functools import partial
 from typing import Any
 
 import torch
+from torch.utils.benchmark import Timer
 
 from ..process_memory import peak_rise_mib, start_peak_window
-from ..timing import paired_step_times, steps_per_round, time_step
+from ..timing import Block, alternate, steps_per_round, time_step
 from ..training.precision import autocast
 from .method_table import get_method
 from .records import BenchRecord
-from .step_cases import COMPILED, BenchCase, BenchShape
+from .step_cases import BenchCase, BenchShape
 from .targets import Case, PairMeasurement
 
 __all__ = ["Rounds", "make_record", "measure_cases"]
@@ -41,10 +42,8 @@ class Rounds:
 
 def make_record(case: Case, shape: BenchShape, device: str, **values: Any) -> BenchRecord:
     """The record of ``case`` at ``shape`` with ``values``: what was measured, or why not."""
-    method = get_method(case.method)
     return BenchRecord(*case, device, batch=shape.batch, heads=shape.heads, dim=shape.head_dim,
-                       width=None if method.level == "kernel" else shape.width,
-                       level=method.level, baseline=method.baseline, notes=method.timed, **values)
+                       **values)
 
 
 def _build(case: Case, shape: BenchShape, device: str, precision: str) -> BenchCase:
@@ -82,16 +81,6 @@ def _first_step(case: BenchCase, device: str) -> tuple[float, float | None]:
     return ms, None if before is None else peak_rise_mib(before)
 
 
-def _difference(cases: list[BenchCase]) -> float:
-    """The largest absolute difference of the cases' outputs, each forward from seed 0."""
-    outputs = []
-    for case in cases:
-        torch.manual_seed(0)
-        outputs.append([t.detach().float() for t in case.forward()])
-        case.reset()
-    return max(float((a - b).abs().max()) for a, b in zip(*outputs, strict=True))
-
-
 def _prepared(case: Case, shape: BenchShape, device: str,
               precision: str) -> BenchCase | BenchRecord:
     """``case`` built, or the record saying why it is not measured."""
@@ -108,6 +97,13 @@ def _prepared(case: Case, shape: BenchShape, device: str,
                            failed=True)
 
 
+def _timed_block(step: Callable[[], None]) -> Block:
+    """Blocks of ``step`` timed by ``Timer.timeit`` (after its own warm-up of max(n/100, 2)
+    steps) on every thread torch uses: the mean step in seconds."""
+    timer = Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
+    return lambda index, count: timer.timeit(count).mean
+
+
 def _alternated(cases: list[BenchCase], first_ms: list[float], rounds: Rounds) -> Any:
     """The cases' steps alternated in rounds, each side's block at least :data:`MIN_BLOCK_S`."""
     # The faster of two steps: a first step may meet one-time costs or a burst of load.
@@ -115,43 +111,35 @@ def _alternated(cases: list[BenchCase], first_ms: list[float], rounds: Rounds) -
                                                                        strict=True)]
     repeats = [max(n, math.ceil(MIN_BLOCK_S / s))
                for n, s in zip(steps_per_round(*step_s), step_s, strict=True)]
-    round_s = sum(n * s for n, s in zip(repeats, step_s, strict=True))
+    round_s = sum((n + max(n // 100, 2)) * s for n, s in zip(repeats, step_s, strict=True))
     count = max(rounds.least, min(rounds.most, int(rounds.budget_s / round_s)))
-    return paired_step_times([case.step for case in cases], rounds=count, warmup_steps=0,
-                             repeats=repeats)
+    return alternate([_timed_block(case.step) for case in cases], repeats, count)
 
 
 def measure_cases(cases: list[Case], shape: BenchShape, device: str = "cpu", *,
-                  precision: str = "fp32", rounds: Rounds = Rounds(),
-                  difference: bool = False) -> PairMeasurement:
-    """Build every case, take its first step, then alternate their steps in rounds; with
-    ``difference``, first compare two cases' outputs. A case that cannot be built, raises or is
-    too slow gives a record saying why, and then no case is timed."""
+                  precision: str = "fp32", rounds: Rounds = Rounds()) -> PairMeasurement:
+    """Build every case, take its first step, then alternate their steps in rounds. A case that
+    cannot be built, raises or is too slow gives a record saying why, and then no case is
+    timed."""
     record = partial(make_record, shape=shape, device=device)
     beside = "not timed: the case beside it was not measured"
-    with contextlib.ExitStack() as stack:
-        if any(case.mode == COMPILED for case in cases):
-            from torch._inductor import config  # compiled code draws random numbers as eager
-
-            stack.enter_context(config.patch(fallback_random=True))  # (SAMSA's samples)
-        built = [_prepared(case, shape, device, precision) for case in cases]
-        if not all(isinstance(b, BenchCase) for b in built):
-            return PairMeasurement([b if isinstance(b, BenchRecord) else record(c, skipped=beside)
-                                    for c, b in zip(cases, built, strict=True)])
-        try:
-            diff = _difference(built) if difference else None
-            first = [_first_step(b, device) for b in built]
-            steps = 1 + 3 * rounds.least
-            if any(ms / 1e3 * steps > rounds.limit_s for ms, _ in first):
-                return PairMeasurement([record(c, first_ms=ms, skipped=(
-                    f"one step took {ms / 1e3:.1f} s; {steps} steps exceed the limit of "
-                    f"{rounds.limit_s:g} s") if ms / 1e3 * steps > rounds.limit_s else beside)
-                    for c, (ms, _) in zip(cases, first, strict=True)])
-            times = _alternated(built, [ms for ms, _ in first], rounds)
-        except Exception as err:
-            return PairMeasurement([record(c, failed=True, skipped=f"{type(err).__name__}: {err}")
-                                    for c in cases])
+    built = [_prepared(case, shape, device, precision) for case in cases]
+    if not all(isinstance(b, BenchCase) for b in built):
+        return PairMeasurement([b if isinstance(b, BenchRecord) else record(c, skipped=beside)
+                                for c, b in zip(cases, built, strict=True)])
+    try:
+        first = [_first_step(b, device) for b in built]
+        steps = 2 + 3 * rounds.least  # two steps alone, then a round's block with its warm-up
+        if any(ms / 1e3 * steps > rounds.limit_s for ms, _ in first):
+            return PairMeasurement([record(c, first_ms=ms, skipped=(
+                f"one step took {ms / 1e3:.1f} s; {steps} steps exceed the limit of "
+                f"{rounds.limit_s:g} s") if ms / 1e3 * steps > rounds.limit_s else beside)
+                for c, (ms, _) in zip(cases, first, strict=True)])
+        times = _alternated(built, [ms for ms, _ in first], rounds)
+    except Exception as err:
+        return PairMeasurement([record(c, failed=True, skipped=f"{type(err).__name__}: {err}")
+                                for c in cases])
     return PairMeasurement([record(
         c, median_ms=median_s * 1e3, first_ms=ms, peak_mb=mib,
         times_ms=[s * 1e3 for s in round_s]) for c, (ms, mib), median_s, round_s in zip(
-            cases, first, times.median_s, times.round_step_s, strict=True)], times, diff)
+            cases, first, times.median_s, times.round_step_s, strict=True)], times)

@@ -140,11 +140,10 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
              baseline=None if method == "softmax" else "generate-softmax",
              timed=f"our CausalLM ({method}): generate() of {GENERATED_TOKENS} tokens")
       for method in ("softmax", "gfsa")),
-    *(_Model(f"decode-{family}-{method}", build=decoding_case(family, method), table=False,
-             baseline=None if method == "softmax" else f"decode-{family}-softmax",
-             timed=f"{family} causal LM ({method}): the cache cut back to the prompt, then "
-             f"{TOKENS} greedy tokens")
-      for family in ("native", "hf-llama") for method in ("softmax", "gfsa", "neutreno")),
+    *(_Model(f"decode-{method}", build=decoding_case(method), table=False,
+             baseline=None if method == "softmax" else "decode-softmax",
+             timed=f"our CausalLM ({method}): the cache cut back to the prompt, then {TOKENS} "
+             "greedy tokens") for method in ("softmax", "gfsa", "neutreno")),
 )}
 
 

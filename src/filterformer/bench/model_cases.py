@@ -1,25 +1,21 @@
-"""Cases of whole language models: a classifier's training step, ``generate()``, and cached
-greedy decoding by our CausalLM and a config-built Hugging Face Llama (``h/2`` key/value heads,
-SwiGLU) patched with :func:`~filterformer.patching.patch`."""
+"""Cases of whole language models: a classifier's training step, and our CausalLM's
+``generate()`` and cached greedy decoding."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from ..attention import DecodingCache
 from ..methods import apply_method
 from ..models import CausalLM, SequenceClassifier, TransformerConfig
-from ..patching import patch
 from ..training.precision import autocast
 from ..training.run_config import OptimizerConfig
 from ..training.training_steps import TrainingStep
 from .step_cases import COMPILED, BenchCase, BenchShape, CaseBuilder
 
-__all__ = ["GENERATED_TOKENS", "TOKENS", "VOCAB_SIZE", "PrefilledDecoder", "build_decoder_model",
-           "classifier_case", "decode_greedy", "decoding_case", "generation_case", "prefill"]
+__all__ = ["GENERATED_TOKENS", "TOKENS", "VOCAB_SIZE", "classifier_case", "decode_greedy",
+           "decoder_model", "decoding_case", "generation_case"]
 
 VOCAB_SIZE, TOKENS, GENERATED_TOKENS, START_PROMPT = 4096, 8, 64, 16
 
@@ -53,79 +49,37 @@ def classifier_case(preset: str, vocab_size: int, **options: object) -> CaseBuil
     return build
 
 
-def build_decoder_model(family: str, method: str, shape: BenchShape, max_len: int) -> nn.Module:
-    """``method``'s causal LM of ``family`` (``native``, ``hf-llama``) in ``eval()``."""
-    if family == "native":
-        fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
-                  "vocab_size": VOCAB_SIZE, "max_len": max_len, "causal": True}
-        return CausalLM(TransformerConfig(**apply_method(fields, method))).eval()
-    import transformers  # optional (filterformer[hf])
-
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB_SIZE, hidden_size=shape.width, num_hidden_layers=shape.depth,
-        intermediate_size=round(8 * shape.width / 3), num_attention_heads=shape.heads,
-        num_key_value_heads=max(1, shape.heads // 2), max_position_embeddings=max_len,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = transformers.LlamaForCausalLM(config).eval()
-    return model if method == "softmax" else patch(model, method)
+def decoder_model(method: str, shape: BenchShape, max_len: int) -> CausalLM:
+    """``method``'s causal LM at ``shape`` in ``eval()``."""
+    fields = {"dim": shape.width, "depth": shape.depth, "num_heads": shape.heads,
+              "vocab_size": VOCAB_SIZE, "max_len": max_len, "causal": True}
+    return CausalLM(TransformerConfig(**apply_method(fields, method))).eval()
 
 
-@dataclass
-class PrefilledDecoder:
-    """A model whose cache holds a prompt: ``next_logits(ids (B, n))`` appends ids to the cache
-    and returns the logits after the last ``(B, vocab)``; ``crop()`` cuts the cache back to the
-    prompt; ``first`` ``(B, 1)`` is the greedy token after the prompt."""
-
-    next_logits: Callable[[Tensor], Tensor]
-    crop: Callable[[], None]
-    first: Tensor
-
-
-def prefill(family: str, model: nn.Module, prompt: Tensor) -> PrefilledDecoder:
-    """Run ``prompt`` ``(B, C)`` through ``model`` with a fresh cache (under inference mode)."""
-    context = prompt.shape[1]
-    if family == "native":
-        cache = model.new_cache()
-        logits = model(prompt, cache=cache).logits[:, -1]
-        return PrefilledDecoder(lambda ids: model(ids, cache=cache).logits[:, -1],
-                                lambda: cache.crop(context), logits.argmax(-1, keepdim=True))
-    out = model(input_ids=prompt, use_cache=True)
-    # transformers 5.24 renamed past_key_values to cache; an output declares the name it uses.
-    name = "cache" if "cache" in getattr(type(out), "__dataclass_fields__", {}) else (
-        "past_key_values")
-    hf_cache = out[name]
-
-    def hf_crop() -> None:
-        extra = hf_cache.get_seq_length() - context
-        if extra:
-            hf_cache.crop(-extra)  # transformers counts the positions to remove
-
-    return PrefilledDecoder(
-        lambda ids: model(input_ids=ids, use_cache=True, **{name: hf_cache}).logits[:, -1],
-        hf_crop, out.logits[:, -1].argmax(-1, keepdim=True))
-
-
-def decode_greedy(decoder: PrefilledDecoder, tokens: int) -> Tensor:
-    """Feed ``decoder.first``, then each greedy choice: ``tokens`` choices ``(B, tokens)``."""
-    ids, chosen = decoder.first, []
+def decode_greedy(model: CausalLM, cache: DecodingCache, first: Tensor, tokens: int) -> Tensor:
+    """Feed ``first`` ``(B, 1)`` through ``cache``, then each greedy choice: ``tokens`` choices
+    ``(B, tokens)``."""
+    ids, chosen = first, []
     for _ in range(tokens):
-        ids = decoder.next_logits(ids).argmax(-1, keepdim=True)
+        ids = model(ids, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
         chosen.append(ids)
     return torch.cat(chosen, dim=1)
 
 
-def decoding_case(family: str, method: str) -> CaseBuilder:
+def decoding_case(method: str) -> CaseBuilder:
     """Steps that cut the cache back to a prompt of N tokens, then decode :data:`TOKENS`."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        model = build_decoder_model(family, method, shape, N + TOKENS + 1).to(device)
+        model = decoder_model(method, shape, N + TOKENS + 1).to(device)
         with torch.inference_mode():
-            decoder = prefill(family, model, _prompt(shape, N, VOCAB_SIZE, device))
+            cache = model.new_cache()
+            logits = model(_prompt(shape, N, VOCAB_SIZE, device), cache=cache).logits
+            first = logits[:, -1].argmax(-1, keepdim=True)
 
         @torch.inference_mode()
         def forward() -> list[Tensor]:
-            decoder.crop()
-            return [decode_greedy(decoder, TOKENS)]
+            cache.crop(N)
+            return [decode_greedy(model, cache, first, TOKENS)]
 
         return BenchCase(forward, mode="inference", module=model)
 
@@ -136,7 +90,7 @@ def generation_case(method: str) -> CaseBuilder:
     """``generate()`` of 64 tokens after N, once a 16-token one has started the GPU libraries."""
 
     def build(shape: BenchShape, N: int, mode: str, device: torch.device) -> BenchCase:
-        model = build_decoder_model("native", method, shape, N + GENERATED_TOKENS + 1).to(device)
+        model = decoder_model(method, shape, N + GENERATED_TOKENS + 1).to(device)
         prompt = _prompt(shape, N, VOCAB_SIZE, device)
         with torch.inference_mode(), autocast("bf16", device):
             model.generate(prompt[:, :START_PROMPT], 2)

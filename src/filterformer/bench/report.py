@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .method_table import get_method
 from .records import BenchRecord
 from .step_cases import ALL_MODES
 from .targets import TargetResult
@@ -33,7 +34,8 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
     value = None if record is None else getattr(record, quantity)
     if record is None or not record.measured or value is None:
         return "" if record is None else "skip"
-    base = record.baseline and _find(records, record.baseline, record.N, record.mode)
+    baseline = get_method(record.method).baseline
+    base = baseline and _find(records, baseline, record.N, record.mode)
     if base and base.measured and (getattr(base, quantity) or 0) > 0:
         return f"{_number(value)} ({value / getattr(base, quantity):.2f}×)"
     return _number(value)
@@ -46,9 +48,9 @@ def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
     lines = ["| method | level | baseline | " + " | ".join(f"N={N}" for N in lengths) + " |",
              "|---|---|---|" + "---:|" * len(lengths)]
     for method in dict.fromkeys(r.method for r in rows):
-        first = next(r for r in rows if r.method == method)
+        row = get_method(method)
         cells = [_cell(records, _find(records, method, N, mode), quantity) for N in lengths]
-        lines.append(f"| {method} | {first.level} | {first.baseline or ''} | "
+        lines.append(f"| {method} | {row.level} | {row.baseline or ''} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) if rows else ""
 
@@ -101,8 +103,8 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
                       quantity_table(records, quantity, mode), ""]
     lines += [f"## Targets{on}", "", targets_table(results), "",
               "## What one step runs", "", "| method | level | one step |", "|---|---|---|"]
-    steps = {r.method: r for r in records + sides}
-    lines += [f"| {name} | {r.level} | {r.notes} |" for name, r in steps.items()]
+    rows = map(get_method, dict.fromkeys(r.method for r in records + sides))
+    lines += [f"| {row.name} | {row.level} | {row.timed} |" for row in rows]
     for title, rows in (("Failed", failed),
                         ("Skipped", [r for r in records + sides if not (r.measured or r.failed)])):
         if rows:

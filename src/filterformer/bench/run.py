@@ -10,10 +10,11 @@ from pathlib import Path
 
 import torch
 
+from ..machine import load_average, machine_info
 from ..process_memory import keep_freed_memory
 from .measure import Rounds, make_record, measure_cases
 from .method_table import get_method, method_names
-from .records import BenchRecord, load_average, machine_info, save_bench
+from .records import BenchRecord, save_bench
 from .report import markdown_report
 from .step_cases import ALL_MODES, COMPILED, MODES, BenchShape
 from .target_list import GPU_TARGETS, TARGETS
@@ -134,7 +135,6 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
     def key(run: Target) -> tuple[object, ...]:
         return frozenset((run.numerator, run.denominator)), run.shape, run.precision
 
-    differences = {key(run) for run in runs.values() if run.quantity == "difference"}
     measured, results = {}, []
     for target in (*TARGETS, *GPU_TARGETS):
         run = runs.get(target)
@@ -144,7 +144,7 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
         if key(run) not in measured:
             measured[key(run)] = measure_cases(
                 list(dict.fromkeys((run.numerator, run.denominator))), run.shape or settings.shape,
-                device, precision=run.precision, rounds=rounds, difference=key(run) in differences)
+                device, precision=run.precision, rounds=rounds)
         result = replace(judge(run, measured[key(run)]), target=target)
         if settings.quick and result.value is not None:  # tiny sizes say nothing of the bound
             result.note = "tiny sizes (--quick): no verdict"

@@ -1,7 +1,7 @@
 """A target: a quantity of two cases measured side by side, ``numerator`` over ``denominator``
 (``time``: the median of the rounds' ratios; ``memory``: of the first steps' extra memory;
-``first``: a first step over a median one; ``difference``: of outputs, not a ratio), bounded by
-``bound`` in a ``direction``; ``info`` rows get no verdict."""
+``first``: a first step over a median one), bounded by ``bound`` in a ``direction``; ``info``
+rows get no verdict."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .step_cases import BenchShape
 
 __all__ = ["Case", "PairMeasurement", "Target", "TargetResult", "judge"]
 
-QUANTITIES = ("time", "memory", "difference", "first")
+QUANTITIES = ("time", "memory", "first")
 DIRECTIONS = ("<=", ">=", "info")
 
 
@@ -50,11 +50,10 @@ class Target:
 @dataclass
 class PairMeasurement:
     """Cases measured side by side: their records, their alternated ``times`` (None where one
-    was not measured), the ``difference`` of their outputs where asked."""
+    was not measured)."""
 
     records: list[BenchRecord]
     times: PairedStepTimes | None = None
-    difference: float | None = None
 
     def side(self, case: Case) -> int:  # the index of ``case``'s record
         return next(i for i, r in enumerate(self.records) if (r.method, r.N, r.mode) == case)
@@ -96,8 +95,8 @@ def judge(target: Target, pair: PairMeasurement) -> TargetResult:
     if target.quantity == "time" and pair.times is not None:
         value, low, high = pair.times.ratio(i, j)
         return TargetResult(target, value, (low, high), sides)
-    value = {"memory": (a.peak_mb, b.peak_mb), "first": (a.first_ms, b.median_ms),
-             "difference": (pair.difference, 1.0)}.get(target.quantity, (None, None))
+    value = {"memory": (a.peak_mb, b.peak_mb), "first": (a.first_ms, b.median_ms)}.get(
+        target.quantity, (None, None))
     ok = None not in value and value[1] > 0
     return TargetResult(target, value[0] / value[1] if ok else None, sides=sides,
                         note=None if ok else f"its {target.quantity} was not measured")
