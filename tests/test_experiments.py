@@ -8,6 +8,7 @@ on it and trained one step with a finite loss, and the comparison writes into
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -21,12 +22,16 @@ COMPARISONS = [path for path in CONFIGS if path.name != "claims.yaml"]
 
 
 def test_there_is_a_comparison_per_claim():
+    """Claims C1…C8, then second runs of some (``C2v2``: configs ``c2_v2_*``), each with a
+    config of its own."""
     claims = yaml.safe_load((EXPERIMENTS / "claims.yaml").read_text())
-    assert [claim["id"] for claim in claims] == [f"C{i}" for i in range(1, 9)]
+    ids = [claim["id"] for claim in claims]
+    assert ids[:8] == [f"C{i}" for i in range(1, 9)]
+    assert all(re.fullmatch(r"C[1-8]v[2-9]", i) for i in ids[8:]), ids[8:]
     stems = {path.stem for path in COMPARISONS}
-    for claim in claims:
-        prefix = claim["id"].lower() + "_"
-        assert any(stem.startswith(prefix) for stem in stems), claim["id"]
+    for claim_id in ids:
+        prefix = claim_id.lower().replace("v", "_v") + "_"
+        assert any(stem.startswith(prefix) for stem in stems), claim_id
 
 
 @pytest.mark.slow
