@@ -117,6 +117,21 @@ def test_a_step_too_slow_for_the_limit_is_skipped_saying_so():
     assert not record.measured and "exceed the limit of 1e-09 s" in record.skipped
 
 
+def test_a_slow_first_step_is_judged_by_the_faster_of_two_unless_it_took_half_the_limit(
+        monkeypatch):
+    limit_s = random.uniform(0.5, 1.0)
+    rounds = Rounds(least=3, most=3, budget_s=0.01, limit_s=limit_s)
+    # One-time costs: 9 steps as slow as the first would pass the limit, the second is fast.
+    monkeypatch.setattr(measure_module, "_first_step", lambda case, device: (limit_s * 250, 0.0))
+    (record,) = measure_cases([Case("sdpa", 16, "train")], QUICK, rounds=rounds).records
+    assert record.measured and record.first_ms == limit_s * 250
+    monkeypatch.setattr(measure_module, "_first_step", lambda case, device: (limit_s * 600, 0.0))
+    (record,) = measure_cases([Case("sdpa", 16, "train")], QUICK, rounds=rounds).records
+    assert not record.measured
+    assert record.skipped == (f"a step took {limit_s * 0.6:.1f} s; 9 steps exceed the limit of "
+                              f"{limit_s:g} s")
+
+
 @pytest.mark.parametrize("N", [16, 64, 200])
 def test_a_case_is_built_afresh_after_a_priming_step_at_n_64_at_most(monkeypatch, N):
     builds = []
