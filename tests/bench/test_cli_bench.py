@@ -5,6 +5,7 @@ import pytest
 
 from filterformer.bench import GPU_TARGETS, TARGETS, run
 from filterformer.cli import bench, main
+from filterformer.provenance import source_revision
 
 
 def _run(argv):
@@ -29,6 +30,7 @@ def test_quick_run_writes_json_with_the_machine_report_and_plot(tmp_path, capsys
     assert _run(argv) == 0
     data = json.loads((out / "bench.json").read_text())
     assert data["machine"]["device"] == "cpu" and data["machine"]["torch_threads"] >= 1
+    assert data["machine"]["source"] == source_revision()  # the code measured
     assert [(r["method"], r["N"]) for r in data["records"]] == [
         ("sdpa", 16), ("sdpa", 32), ("gfsa", 16), ("gfsa", 32)]
     assert all(r["mode"] == "inference" and r["median_ms"] > 0 for r in data["records"])

@@ -58,6 +58,27 @@ def test_rounds_alternate_the_cases_blocks_each_timed_by_torch_utils_benchmark(m
     assert pair.records[1].times_ms == pytest.approx([s * 1e3 for s in rounds[1]])
 
 
+def test_blocks_of_long_steps_are_timed_whole_without_warm_up_steps(monkeypatch):
+    class NoTimer:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("Timer.timeit warms up twice before every block")
+
+    steps = []
+    monkeypatch.setattr(measure_module, "Timer", NoTimer)
+    monkeypatch.setattr(measure_module, "LONG_STEP_S", 0.0)  # every step counts as long
+    rounds = random.randint(3, 5)
+    pair = measure_cases([Case("sdpa", 16, "inference")], QUICK,
+                         rounds=Rounds(least=rounds, most=rounds))
+    (record,) = pair.records
+    assert record.measured and len(record.times_ms) == rounds
+    # With no warm-up, a block of n steps is exactly n calls: wrap the step and count them.
+    built = measure_module._prepared(Case("sdpa", 16, "inference"), QUICK, "cpu", "fp32")
+    step = built.step
+    built.step = lambda: (steps.append(1), step())
+    times = measure_module._alternated([built], [1.0], Rounds(least=rounds, most=rounds))
+    assert len(steps) == rounds * times.steps_per_round[0]
+
+
 #: Run in a fresh interpreter: whether glibc reuses a freed block for the next allocation depends
 #: on what the process allocated before (and on a heap policy an earlier test may have set).
 _FIRST_STEP = """

@@ -50,6 +50,11 @@ def test_report_names_the_machine_and_lists_modes_targets_and_skipped_reasons():
     assert "| gfsa / sdpa | train | — | <= 2.1 | not measured here (CPU) |" in text
     assert "- gfsa, N=1024, train: over the time budget" in text
     assert "(B=2, h=4, N, d=64)" in text and "D=256" in text
+    commit = f"{random.getrandbits(160):040x}"
+    for modified, tail in ((False, ""), (True, " (with uncommitted changes)")):
+        machine = {**MACHINE, "source": {"commit": commit, "modified": modified}}
+        text = markdown_report(_records(), results, machine, "filterformer bench")
+        assert f"- Command: `filterformer bench` at commit {commit[:7]}{tail}\n" in text
 
 
 def test_bench_json_holds_machine_records_and_targets(tmp_path):

@@ -1,7 +1,8 @@
 """Cases measured side by side in this process: each built after a priming step at N=64 (so
 start-up costs stay out), its first full-size step timed with its extra memory (CPU: peak RSS
 rise, :mod:`filterformer.process_memory`; CUDA: peak allocated), then blocks of its steps timed
-by ``torch.utils.benchmark.Timer`` and alternated with the other cases' in rounds."""
+by ``torch.utils.benchmark.Timer`` (steps of a second or more: by its synchronising clock, without
+warm-up steps) and alternated with the other cases' in rounds."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ __all__ = ["Rounds", "make_record", "measure_cases"]
 
 PRIME_LENGTH = 64
 MIN_BLOCK_S = 1e-3  # a side's block in a round lasts at least this long (timer resolution)
+LONG_STEP_S = 1.0  # from this step time on, blocks are timed without warm-up steps
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,18 @@ def _prepared(case: Case, shape: BenchShape, device: str,
                            failed=True)
 
 
-def _timed_block(step: Callable[[], None]) -> Block:
-    """Blocks of ``step`` timed by ``Timer.timeit`` (after its own warm-up of max(n/100, 2)
-    steps) on every thread torch uses: the mean step in seconds."""
+def _warm_up_steps(count: int, step_s: float) -> int:
+    """Untimed steps before a block of ``count``: ``Timer.timeit``'s max(count/100, 2) for steps
+    under :data:`LONG_STEP_S`, none for longer ones (each case has been stepped twice already,
+    and two more such steps a round would triple a round's cost, and cut its rounds to a third)."""
+    return 0 if step_s >= LONG_STEP_S else max(count // 100, 2)
+
+
+def _timed_block(step: Callable[[], None], step_s: float) -> Block:
+    """Blocks of ``step`` timed by ``Timer.timeit`` on every thread torch uses, or, for steps of
+    :data:`LONG_STEP_S` or more, whole by the same synchronising clock: the mean step (s)."""
+    if _warm_up_steps(1, step_s) == 0:
+        return lambda index, count: time_step(lambda: [step() for _ in range(count)]) / count / 1e3
     timer = Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
     return lambda index, count: timer.timeit(count).mean
 
@@ -109,9 +120,10 @@ def _alternated(cases: list[BenchCase], step_ms: list[float], rounds: Rounds) ->
     step_s = [ms / 1e3 for ms in step_ms]
     repeats = [max(n, math.ceil(MIN_BLOCK_S / s))
                for n, s in zip(steps_per_round(*step_s), step_s, strict=True)]
-    round_s = sum((n + max(n // 100, 2)) * s for n, s in zip(repeats, step_s, strict=True))
+    round_s = sum((n + _warm_up_steps(n, s)) * s for n, s in zip(repeats, step_s, strict=True))
     count = max(rounds.least, min(rounds.most, int(rounds.budget_s / round_s)))
-    return alternate([_timed_block(case.step) for case in cases], repeats, count)
+    return alternate([_timed_block(case.step, s) for case, s in zip(cases, step_s, strict=True)],
+                     repeats, count)
 
 
 def measure_cases(cases: list[Case], shape: BenchShape, device: str = "cpu", *,
@@ -131,12 +143,13 @@ def measure_cases(cases: list[Case], shape: BenchShape, device: str = "cpu", *,
         # unless the first alone took half the limit.
         fastest = [ms if ms / 1e3 > rounds.limit_s / 2 else min(ms, time_step(b.step))
                    for (ms, _), b in zip(first, built, strict=True)]
-        steps = 3 * rounds.least  # each round's block of one step with its two warm-up steps
-        if any(ms / 1e3 * steps > rounds.limit_s for ms in fastest):
+        # The least rounds, each a block of one step after its warm-up steps.
+        steps = [rounds.least * (1 + _warm_up_steps(1, ms / 1e3)) for ms in fastest]
+        if any(ms / 1e3 * n > rounds.limit_s for ms, n in zip(fastest, steps, strict=True)):
             return PairMeasurement([record(c, first_ms=ms, skipped=(
-                f"a step took {fast / 1e3:.1f} s; {steps} steps exceed the limit of "
-                f"{rounds.limit_s:g} s") if fast / 1e3 * steps > rounds.limit_s else beside)
-                for c, (ms, _), fast in zip(cases, first, fastest, strict=True)])
+                f"a step took {fast / 1e3:.1f} s; {n} steps exceed the limit of "
+                f"{rounds.limit_s:g} s") if fast / 1e3 * n > rounds.limit_s else beside)
+                for c, (ms, _), fast, n in zip(cases, first, fastest, steps, strict=True)])
         times = _alternated(built, fastest, rounds)
     except Exception as err:
         return PairMeasurement([record(c, failed=True, skipped=f"{type(err).__name__}: {err}")

@@ -41,6 +41,14 @@ def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str)
     return _number(value)
 
 
+def _revision(source: dict[str, Any]) -> str:
+    """`` at commit abc1234`` (and whether the tree differed from it); nothing where unknown."""
+    if not source.get("commit"):
+        return ""
+    return f" at commit {source['commit'][:7]}" + (
+        " (with uncommitted changes)" if source.get("modified") else "")
+
+
 def quantity_table(records: list[BenchRecord], quantity: str, mode: str) -> str:
     """``quantity`` (``median_ms``, ``peak_mb``) in ``mode``: a row per method, a column per N."""
     rows = [r for r in records if r.mode == mode]
@@ -83,7 +91,7 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
              f" CPU cores, torch threads {m.get('torch_threads')}), torch {m.get('torch')}, "
              f"x-transformers {m.get('x_transformers')}, {m.get('date')}, load average (1, 5, "
              f"15 min) at start {m.get('load_average')}, at end {m.get('load_average_end')}.",
-             f"- Command: `{command}`"]
+             f"- Command: `{command}`{_revision(m.get('source') or {})}"]
     first = next((r for r in records if r.batch is not None), None)
     if first is not None:
         lines.append(f"- Shapes: kernels take q, k, v of shape (B={first.batch}, h={first.heads}, "

@@ -12,6 +12,7 @@ import torch
 
 from ..machine import load_average, machine_info
 from ..process_memory import keep_freed_memory
+from ..provenance import source_revision
 from .measure import Rounds, make_record, measure_cases
 from .method_table import get_method, method_names
 from .records import BenchRecord, save_bench
@@ -159,7 +160,7 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
     measured anything) and return bench.md; :class:`NothingMeasured` where nothing was."""
     device = resolve_device(settings.device)
     directory.mkdir(parents=True, exist_ok=True)
-    machine = machine_info(device)
+    machine = {**machine_info(device), "source": source_revision()}  # the code measured
     if device == "cpu":
         machine["heap"] = keep_freed_memory()
     log(f"filterformer bench on {machine.get('gpu') or machine['cpu']}")
