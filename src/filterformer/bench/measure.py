@@ -109,7 +109,7 @@ def _warm_up_steps(count: int, step_s: float) -> int:
 def _timed_block(step: Callable[[], None], step_s: float) -> Block:
     """Blocks of ``step`` timed by ``Timer.timeit`` on every thread torch uses, or, for steps of
     :data:`LONG_STEP_S` or more, whole by the same synchronising clock: the mean step (s)."""
-    if _warm_up_steps(1, step_s) == 0:
+    if step_s >= LONG_STEP_S:
         return lambda index, count: time_step(lambda: [step() for _ in range(count)]) / count / 1e3
     timer = Timer("step()", globals={"step": step}, num_threads=torch.get_num_threads())
     return lambda index, count: timer.timeit(count).mean
