@@ -11,6 +11,7 @@ deviations and each method's ``difference`` from the baseline are taken as writt
 from __future__ import annotations
 
 import difflib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,9 @@ from .results_checks import check_results
 
 __all__ = [
     "RESULTS_FILE",
+    "baseline_differences",
     "compared_keys",
+    "interaction_difference",
     "load_comparison",
     "method_difference",
     "metric_direction",
@@ -140,11 +143,74 @@ def setting_difference(results: ComparisonResults, versus: ComparisonResults, me
         ValueError: naming ``where``, when the method is not compared in both, or compare does
             not compare ``metric``.
     """
-    higher = metric_direction(metric)
-    if higher is None:
-        raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
-                         f"{', '.join(compared_keys())}")
+    higher = _direction(metric, where)
     for compared in (results, versus):
         compared.summary_row(method, where)
     return paired_difference(results.seed_values(method, metric),
                              versus.seed_values(method, metric), higher).to_dict()
+
+
+def _direction(metric: str, where: str) -> bool:
+    higher = metric_direction(metric)
+    if higher is None:
+        raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
+                         f"{', '.join(compared_keys())}")
+    return higher
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def baseline_differences(results: ComparisonResults, method: str, metric: str,
+                         where: str) -> dict[int, float | None]:
+    """Per seed of the comparison, ``method − baseline`` on run-record key ``metric``; None
+    where either run is missing or has no finite value (a diverged run), as compare leaves
+    such a seed out of its paired difference.
+
+    Raises:
+        ValueError: naming ``where``, as :func:`method_difference` does.
+    """
+    method_difference(results, method, metric, where)
+    values = results.seed_values(method, metric)
+    baseline = results.seed_values(results.baseline, metric)
+    return {seed: values[seed] - baseline[seed]
+            if _finite(values.get(seed)) and _finite(baseline.get(seed)) else None
+            for seed in results.run_seeds()}
+
+
+def interaction_difference(results: ComparisonResults, versus: ComparisonResults, method: str,
+                           metric: str, where: str, files: tuple[str | Path, str | Path]
+                           ) -> dict[str, Any]:
+    """How much more ``method`` gains on the baseline in one comparison than in another, seed
+    by seed: per seed s, ``d_s = (method − baseline)_s in results − (method − baseline)_s in
+    versus``, tested against 0 as compare tests every difference
+    (:func:`~filterformer.training.compare.statistics.paired_difference`; its verdict
+    ``better`` when the method gains more in ``results``, in the metric's direction). A seed
+    missing or diverged in either comparison is left out, as in :func:`setting_difference`.
+
+    Args:
+        results, versus: the two comparisons (the row's setting and its ``versus``).
+        method, metric: the row's method and run-record key.
+        where: the row, named in errors.
+        files: the ``results.json`` paths of ``results`` and ``versus``, named in errors.
+
+    Raises:
+        ValueError: naming ``where``: the method is not compared in both, is the baseline, or
+            has no difference on ``metric`` there; naming both files, when the two comparisons
+            have different baselines or different seeds (their differences would not pair).
+    """
+    higher = _direction(metric, where)
+    if results.baseline != versus.baseline:
+        raise ValueError(f"{where}: an interaction needs one baseline in both settings; "
+                         f"{files[0]} has {results.baseline!r}, {files[1]} has "
+                         f"{versus.baseline!r}")
+    seeds, versus_seeds = sorted(results.run_seeds()), sorted(versus.run_seeds())
+    if seeds != versus_seeds:
+        raise ValueError(f"{where}: an interaction pairs each seed across the two settings, so "
+                         f"they must have the same seeds; {files[0]} has seeds {seeds}, "
+                         f"{files[1]} has seeds {versus_seeds}")
+    return paired_difference(baseline_differences(results, method, metric, where),
+                             baseline_differences(versus, method, metric, where),
+                             higher).to_dict()
