@@ -11,7 +11,6 @@ deviations and each method's ``difference`` from the baseline are taken as writt
 from __future__ import annotations
 
 import difflib
-import math
 from pathlib import Path
 from typing import Any
 
@@ -158,26 +157,21 @@ def _direction(metric: str, where: str) -> bool:
     return higher
 
 
-def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
 def baseline_differences(results: ComparisonResults, method: str, metric: str,
                          where: str) -> dict[int, float | None]:
     """Per seed of the comparison, ``method − baseline`` on run-record key ``metric``; None
-    where either run is missing or has no finite value (a diverged run), as compare leaves
-    such a seed out of its paired difference.
+    (or NaN) where either run is missing or has no value (a diverged run), which compare's
+    paired difference leaves out.
 
     Raises:
         ValueError: naming ``where``, as :func:`method_difference` does.
     """
-    method_difference(results, method, metric, where)
+    method_difference(results, method, metric, where)  # its checks, with their messages
     values = results.seed_values(method, metric)
     baseline = results.seed_values(results.baseline, metric)
-    return {seed: values[seed] - baseline[seed]
-            if _finite(values.get(seed)) and _finite(baseline.get(seed)) else None
-            for seed in results.run_seeds()}
+    # A NaN stays NaN here, and paired_difference leaves it out as it does None.
+    return {seed: None if values.get(seed) is None or baseline.get(seed) is None
+            else values[seed] - baseline[seed] for seed in results.run_seeds()}
 
 
 def interaction_difference(results: ComparisonResults, versus: ComparisonResults, method: str,
