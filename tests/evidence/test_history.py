@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from filterformer.evidence import write_document
-from filterformer.evidence.history import FIXED, POST_HOC, UNKNOWN
+from filterformer.evidence.claims import parse_claims
+from filterformer.evidence.history import FIXED, POST_HOC, UNKNOWN, claim_row_key, row_keys
 
 from .results_fixture import make_results, shifted, write_results
 
@@ -123,3 +124,55 @@ def test_uncommitted_results_use_the_recorded_commit_and_no_history_is_unknown(r
     statuses = _statuses({"root": copy, "claims": copy / "experiments" / "claims.yaml",
                           "results": copy / "experiments" / "results"})
     assert set(statuses.values()) == {UNKNOWN}
+
+
+def _two_settings(tests: list[dict]) -> list[dict]:
+    return [{"id": "C", "title": "t", "papers": "p", "claim": "c",
+             "settings": [{"results": "a"}, {"results": "b"}], "tests": tests}]
+
+
+VERSUS = {"method": "gfsa", "metric": "test_accuracy", "paper": "gains most deep",
+          "expect": "better", "settings": ["a"], "versus": "b"}
+
+
+def test_a_row_with_and_without_interaction_are_different_decisions():
+    plain, interaction = _two_settings([VERSUS]), _two_settings([{**VERSUS,
+                                                                  "interaction": True}])
+    assert row_keys(plain) != row_keys(interaction)
+    # An explicit false is the key's absence (an older file has no key).
+    assert row_keys(_two_settings([{**VERSUS, "interaction": False}])) == row_keys(plain)
+    for data in (plain, interaction):
+        claim = parse_claims(data)[0]
+        assert row_keys(data) == {claim_row_key("C", claim.tests[0], "a")}
+
+
+def test_a_row_made_an_interaction_after_its_results_is_post_hoc(tmp_path):
+    import random
+
+    root = tmp_path / "repo"
+    results = root / "experiments" / "results"
+    results.mkdir(parents=True)
+    _git(root, "init", "-q")
+    claims = root / "experiments" / "claims.yaml"
+    rows = [VERSUS, {**VERSUS, "method": "agf", "interaction": True}]
+    claims.write_text(yaml.safe_dump(_two_settings(rows), sort_keys=False))
+    fixed = _commit(root, "the claims")
+    for name, gain in (("a", 0.05), ("b", 0.0)):
+        base = {s: random.uniform(0.5, 0.7) for s in SEEDS}
+        write_results(results, name, make_results(
+            {"softmax": {"test_accuracy": base}, "gfsa": {"test_accuracy": shifted(base, gain)},
+             "agf": {"test_accuracy": shifted(base, gain)}},
+            provenance={"commit": fixed, "modified": False, "command": "x"}))
+    _commit(root, "the results")
+
+    def statuses() -> list[tuple[str, bool, str]]:
+        evidence = write_document(claims, results, root / "RESULTS.md", draw_figures=False)
+        return [(row.test.method, row.test.interaction, row.fixed)
+                for row in evidence.rows["C"]]
+
+    assert statuses() == [("gfsa", False, FIXED), ("agf", True, FIXED)]
+    # After the results, gfsa's row becomes an interaction and agf's stops being one.
+    rows = [{**VERSUS, "interaction": True}, {**VERSUS, "method": "agf"}]
+    claims.write_text(yaml.safe_dump(_two_settings(rows), sort_keys=False))
+    _commit(root, "the rows changed after the results")
+    assert statuses() == [("gfsa", True, POST_HOC), ("agf", False, POST_HOC)]

@@ -11,7 +11,7 @@ from ..training.compare.comparison_results import RESULTS_FILE, ComparisonResult
 from ..training.compare.statistics import compared_metrics
 from .activity_text import activity_lines
 from .claims import Claim
-from .comparisons import metric_direction, metric_mean_std, near_names
+from .comparisons import method_difference, metric_direction, metric_mean_std, near_names
 from .figures import claim_figure_path, figure_caption
 from .history import FIXED, POST_HOC
 from .judged_rows import JudgedRow, paper_effect_place, verdict_text
@@ -27,7 +27,7 @@ from .numbers import (
 from .setup_text import config_text, method_text, setup_lines
 from .verdicts import NOT_RUN
 
-__all__ = ["claim_heading", "claim_section"]
+__all__ = ["claim_heading", "claim_section", "difference_name"]
 
 
 def claim_heading(claim: Claim) -> str:
@@ -124,28 +124,59 @@ def _fixed_text(row: JudgedRow) -> str:
     return {FIXED: "yes", POST_HOC: "*post hoc*"}.get(row.fixed, row.fixed)
 
 
+def difference_name(row: JudgedRow) -> str:
+    """``(gfsa − softmax)``: the row's method less its comparison's baseline (``baseline``
+    while neither of the row's comparisons has run)."""
+    compared = row.results or row.versus
+    baseline = compared.baseline if compared is not None else "baseline"
+    return f"({row.test.method} − {baseline})"
+
+
+def _method_text(row: JudgedRow, labels: Mapping[str, str]) -> str:
+    """The row's method cell: the method, what it is set against in a ``versus`` row, and for
+    an interaction ``(gfsa − softmax) at depth 16 − at depth 4``."""
+    test = row.test
+    if test.interaction:
+        return f"{difference_name(row)} at {row.setting.label} − at {labels[test.versus]}"
+    if test.versus:
+        return f"{test.method} ({row.setting.label} against {labels[test.versus]})"
+    return test.method
+
+
+def _ours_text(row: JudgedRow) -> str:
+    """What was measured on each side of the row's difference, the other side first: the
+    baseline's and the method's means ± std; the method's in the ``versus`` setting and in the
+    row's; for an interaction, ``method − baseline`` in ``versus`` and in the row's setting, as
+    ``results.json`` holds them."""
+    test, results = row.test, row.results
+    if test.interaction:
+        return " → ".join(
+            format_difference(test.metric,
+                              method_difference(compared, test.method, test.metric,
+                                                RESULTS_FILE)["mean"])
+            for compared in (row.versus, results))
+    pairs = ([(row.versus, test.method), (results, test.method)] if test.versus
+             else [(results, results.baseline), (results, test.method)])
+    return " → ".join(format_mean_std(test.metric, *metric_mean_std(compared, m, test.metric))
+                      for compared, m in pairs)
+
+
 def _rows_table(claim: Claim, rows: list[JudgedRow]) -> list[str]:
     several = len(claim.settings) > 1
     labels = {s.results: s.label for s in claim.settings}
     body = []
     for row in rows:
-        test, results, difference = row.test, row.results, row.difference
+        test, difference = row.test, row.difference
         if row.difference is None:
             ours, diff, seeds, p = "–", "–", "–", "–"
         else:
-            pairs = ([(row.versus, test.method), (results, test.method)] if test.versus
-                     else [(results, results.baseline), (results, test.method)])
-            ours = " → ".join(format_mean_std(test.metric,
-                                              *metric_mean_std(compared, m, test.metric))
-                              for compared, m in pairs)
+            ours = _ours_text(row)
             diff = format_difference(test.metric, difference["mean"], difference["ci_low"],
                                      difference["ci_high"])
             seeds = str(difference["seeds"])
             p = (f"{format_p_value(row.p_value)} ({format_p_value(row.adjusted_p)})"
                  if row.p_value is not None else "–")
-        method = test.method
-        if test.versus:
-            method += f" ({row.setting.label} against {labels[test.versus]})"
+        method = _method_text(row, labels)
         needed = "–" if row.seeds_for_paper is None else str(row.seeds_for_paper)
         body.append([method, metric_label(test.metric), *([row.setting.label] * several),
                      _expectation(test.expect, test.metric, test.margin), test.paper, ours,

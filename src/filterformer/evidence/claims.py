@@ -43,8 +43,8 @@ CLAIM_KEYS = ("id", "title", "papers", "claim", "settings", "tests", "setup", "t
               "pending")
 _CLAIM_REQUIRED = ("id", "title", "papers", "claim", "settings", "tests")
 _SETTING_KEYS, _SETTING_REQUIRED = ("results", "label"), ("results",)
-_TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus", "margin",
-              "paper_effect")
+_TEST_KEYS = ("method", "metric", "paper", "expect", "settings", "versus", "interaction",
+              "margin", "paper_effect")
 _TEST_REQUIRED = ("method", "metric", "paper", "expect")
 _TREND_KEYS, _TREND_REQUIRED = ("x", "x_label", "group", "metrics"), ("x", "metrics")
 #: A claim id becomes part of figure file names and of the document's anchors.
@@ -79,6 +79,9 @@ class ClaimTest:
             of the claim (its ``results``), to compare the method with itself there, seed by
             seed (``expect`` then speaks of ``setting − versus``: e.g. softmax at depth 16
             against depth 4).
+        interaction: with ``versus``: compare ``method − baseline`` in the row's setting with
+            ``method − baseline`` in ``versus``, seed by seed (the difference of differences;
+            ``expect`` ``better``: the method gains more in the row's setting).
         margin: for ``same`` and ``not worse``: the difference (> 0, in the metric's units as
             ``results.json`` holds it: accuracy 0.01 is 1 pp) that still counts as no worse or
             the same; None: no margin stated (such a row supports nothing).
@@ -94,6 +97,7 @@ class ClaimTest:
     versus: str | None = None
     margin: float | None = None
     paper_effect: float | None = None
+    interaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,13 @@ def _test(data: Any, where: str, settings: Sequence[str]) -> ClaimTest:
         chosen = tuple(s for s in chosen if s != versus)
         if not chosen:
             raise ValueError(f"{where}: 'versus' {versus!r} leaves no setting to compare with it")
+    interaction = False if data.get("interaction") is None else data["interaction"]
+    if not isinstance(interaction, bool):
+        raise ValueError(f"{where}: 'interaction' must be true or false; got {interaction!r}")
+    if interaction and versus is None:
+        raise ValueError(f"{where}: 'interaction' compares method − baseline in the row's "
+                         "settings with method − baseline in its 'versus' setting, so it needs "
+                         "'versus' (another of the claim's settings)")
     metric = _text(data, "metric", where)
     if metric not in compared_keys():
         raise ValueError(f"{where}: 'metric' must be a key compare compares, one of "
@@ -247,7 +258,7 @@ def _test(data: Any, where: str, settings: Sequence[str]) -> ClaimTest:
                          f"{' or '.join(MARGIN_EXPECTATIONS)}; this row expects {expect!r}")
     return ClaimTest(_text(data, "method", where), metric, _text(data, "paper", where), expect,
                      tuple(chosen), versus, margin,
-                     _number(data, "paper_effect", where, positive=False))
+                     _number(data, "paper_effect", where, positive=False), interaction)
 
 
 def _figure(data: Any, where: str) -> ClaimFigure:

@@ -26,7 +26,9 @@ from .results_checks import check_results
 
 __all__ = [
     "RESULTS_FILE",
+    "baseline_differences",
     "compared_keys",
+    "interaction_difference",
     "load_comparison",
     "method_difference",
     "metric_direction",
@@ -140,11 +142,69 @@ def setting_difference(results: ComparisonResults, versus: ComparisonResults, me
         ValueError: naming ``where``, when the method is not compared in both, or compare does
             not compare ``metric``.
     """
-    higher = metric_direction(metric)
-    if higher is None:
-        raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
-                         f"{', '.join(compared_keys())}")
+    higher = _direction(metric, where)
     for compared in (results, versus):
         compared.summary_row(method, where)
     return paired_difference(results.seed_values(method, metric),
                              versus.seed_values(method, metric), higher).to_dict()
+
+
+def _direction(metric: str, where: str) -> bool:
+    higher = metric_direction(metric)
+    if higher is None:
+        raise ValueError(f"{where}: metric {metric!r} is not one compare compares: "
+                         f"{', '.join(compared_keys())}")
+    return higher
+
+
+def baseline_differences(results: ComparisonResults, method: str, metric: str,
+                         where: str) -> dict[int, float | None]:
+    """Per seed of the comparison, ``method − baseline`` on run-record key ``metric``; None
+    (or NaN) where either run is missing or has no value (a diverged run), which compare's
+    paired difference leaves out.
+
+    Raises:
+        ValueError: naming ``where``, as :func:`method_difference` does.
+    """
+    method_difference(results, method, metric, where)  # its checks, with their messages
+    values = results.seed_values(method, metric)
+    baseline = results.seed_values(results.baseline, metric)
+    # A NaN stays NaN here, and paired_difference leaves it out as it does None.
+    return {seed: None if values.get(seed) is None or baseline.get(seed) is None
+            else values[seed] - baseline[seed] for seed in results.run_seeds()}
+
+
+def interaction_difference(results: ComparisonResults, versus: ComparisonResults, method: str,
+                           metric: str, where: str, files: tuple[str | Path, str | Path]
+                           ) -> dict[str, Any]:
+    """How much more ``method`` gains on the baseline in one comparison than in another, seed
+    by seed: per seed s, ``d_s = (method − baseline)_s in results − (method − baseline)_s in
+    versus``, tested against 0 as compare tests every difference
+    (:func:`~filterformer.training.compare.statistics.paired_difference`; its verdict
+    ``better`` when the method gains more in ``results``, in the metric's direction). A seed
+    missing or diverged in either comparison is left out, as in :func:`setting_difference`.
+
+    Args:
+        results, versus: the two comparisons (the row's setting and its ``versus``).
+        method, metric: the row's method and run-record key.
+        where: the row, named in errors.
+        files: the ``results.json`` paths of ``results`` and ``versus``, named in errors.
+
+    Raises:
+        ValueError: naming ``where``: the method is not compared in both, is the baseline, or
+            has no difference on ``metric`` there; naming both files, when the two comparisons
+            have different baselines or different seeds (their differences would not pair).
+    """
+    higher = _direction(metric, where)
+    if results.baseline != versus.baseline:
+        raise ValueError(f"{where}: an interaction needs one baseline in both settings; "
+                         f"{files[0]} has {results.baseline!r}, {files[1]} has "
+                         f"{versus.baseline!r}")
+    seeds, versus_seeds = sorted(results.run_seeds()), sorted(versus.run_seeds())
+    if seeds != versus_seeds:
+        raise ValueError(f"{where}: an interaction pairs each seed across the two settings, so "
+                         f"they must have the same seeds; {files[0]} has seeds {seeds}, "
+                         f"{files[1]} has seeds {versus_seeds}")
+    return paired_difference(baseline_differences(results, method, metric, where),
+                             baseline_differences(versus, method, metric, where),
+                             higher).to_dict()

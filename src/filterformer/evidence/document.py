@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..training.compare.comparison_results import ComparisonResults
 from ..training.run_files import write_text
-from .claim_section import claim_heading, claim_section
+from .claim_section import claim_heading, claim_section, difference_name
 from .claims import Claim, load_claims
 from .comparisons import load_comparison
 from .figures import claim_figure_path, draw_claim_figure
@@ -133,10 +133,16 @@ def _row_label(row: JudgedRow) -> str:
     return text + (" *post hoc*" if row.fixed == POST_HOC else "")
 
 
-def _test_summary(rows: Sequence[JudgedRow], claim_settings: int) -> str:
+def _test_summary(rows: Sequence[JudgedRow], claim: Claim) -> str:
     """One test row's verdicts over its settings, compactly: ``gfsa, test accuracy:
-    **supports** (depth 4; depth 8), **inconclusive at this scale** (depth 16)``."""
-    text = f"{rows[0].test.method}, {metric_label(rows[0].test.metric)}: "
+    **supports** (depth 4; depth 8), **inconclusive at this scale** (depth 16)``; an
+    interaction row is named ``(gfsa − softmax) − the same at depth 4``."""
+    test, claim_settings = rows[0].test, len(claim.settings)
+    name = test.method
+    if test.interaction:
+        versus = next(s.label for s in claim.settings if s.results == test.versus)
+        name = f"{difference_name(rows[0])} − the same at {versus}"
+    text = f"{name}, {metric_label(test.metric)}: "
     settings: dict[str, list[str]] = {}
     for row in rows:
         settings.setdefault(_row_label(row), []).append(row.setting.label)
@@ -154,7 +160,7 @@ def _summary(claims: Sequence[Claim], rows: dict[str, list[JudgedRow]]) -> list[
         per_test: dict[int, list[JudgedRow]] = {}
         for row in rows[claim.id]:
             per_test.setdefault(id(row.test), []).append(row)
-        verdicts = [_test_summary(test_rows, len(claim.settings))
+        verdicts = [_test_summary(test_rows, claim)
                     for test_rows in per_test.values()]
         body.append([f"[{claim.id}](#{anchor(claim_heading(claim))})", claim.title,
                      "<br>".join(verdicts)])

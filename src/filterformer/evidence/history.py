@@ -1,13 +1,13 @@
 """Whether a test row was fixed before its results existed, from the claims file's git history.
 
-A row's decisions are its method, metric, expectation, margin and ``versus`` setting. Its
-results existed from two moments on: the commit recorded in the ``results.json``
-(``provenance.commit``, the code the comparison ran from), and the commit that first added that
-file to the repository (an earlier run at the same path counts: its numbers were seen). A row is
-fixed before its results when the claims file held the same decisions for the same setting at
-the recorded commit and at the parent of that first commit, for every results file the row
-reads; otherwise it is *post hoc*. Without git, or with the claims file outside a repository, or
-with neither moment known for a results file, the answer is unknown.
+A row's decisions are its method, metric, expectation, margin, ``versus`` setting and whether
+it is an ``interaction``. Its results existed from two moments on: the commit recorded in the
+``results.json`` (``provenance.commit``, the code the comparison ran from), and the commit that
+first added that file to the repository (an earlier run at the same path counts: its numbers
+were seen). A row is fixed before its results when the claims file held the same decisions for
+the same setting at the recorded commit and at the parent of that first commit, for every
+results file the row reads; otherwise it is *post hoc*. Without git, or with the claims file
+outside a repository, or with neither moment known for a results file, the answer is unknown.
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ FIXED = "fixed before"
 POST_HOC = "post hoc"
 UNKNOWN = "unknown"
 
-#: A row's decisions on one setting: claim id, method, metric, expect, margin, versus, setting.
-RowKey = tuple[str, str, str, str, float | None, str | None, str]
+#: A row's decisions on one setting: claim id, method, metric, expect, margin, versus,
+#: interaction, setting.
+RowKey = tuple[str, str, str, str, float | None, str | None, bool, str]
 
 
 def _number(value: Any) -> float | None:
@@ -54,18 +55,21 @@ def row_keys(data: Any) -> set[RowKey]:
             if not isinstance(test, dict):
                 continue
             versus = test.get("versus")
+            interaction = test.get("interaction") is True  # absent (older files): not one
             chosen = test.get("settings") or settings
             for setting in chosen if isinstance(chosen, list) else []:
                 if setting != versus:
                     keys.add((str(claim.get("id")), str(test.get("method")),
                               str(test.get("metric")), str(test.get("expect")),
-                              _number(test.get("margin")), versus, str(setting)))
+                              _number(test.get("margin")), versus, interaction,
+                              str(setting)))
     return keys
 
 
 def claim_row_key(claim_id: str, test: ClaimTest, setting: str) -> RowKey:
     """The decisions of ``test`` on ``setting``, as :func:`row_keys` reads them."""
-    return (claim_id, test.method, test.metric, test.expect, test.margin, test.versus, setting)
+    return (claim_id, test.method, test.metric, test.expect, test.margin, test.versus,
+            test.interaction, setting)
 
 
 @dataclass(frozen=True)

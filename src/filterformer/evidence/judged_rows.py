@@ -12,7 +12,12 @@ from typing import Any
 from ..training.compare.comparison_results import RESULTS_FILE, ComparisonResults
 from ..training.compare.statistics import MIN_SEEDS
 from .claims import Claim, ClaimTest, Setting
-from .comparisons import method_difference, metric_direction, setting_difference
+from .comparisons import (
+    interaction_difference,
+    method_difference,
+    metric_direction,
+    setting_difference,
+)
 from .history import POST_HOC, UNKNOWN, ClaimsHistory, claim_row_key
 from .power import detectable_effect, difference_sd, seeds_needed
 from .verdicts import INCONCLUSIVE, adjusted_verdict, row_p_value, row_verdict
@@ -33,7 +38,8 @@ class JudgedRow:
         results: that comparison's ``results.json`` (None: not run yet).
         difference: the method's paired difference from the baseline on the metric (``mean``,
             ``ci_low``, ``ci_high``, ``verdict``, ``seeds``), or from itself in the row's
-            ``versus`` setting; None when not run yet.
+            ``versus`` setting, or (an ``interaction`` row) the difference of its differences
+            from the baseline here and in ``versus``; None when not run yet.
         verdict: :func:`~filterformer.evidence.verdicts.row_verdict`'s.
         versus: the ``versus`` setting's ``results.json`` (None: no ``versus``, or not run yet).
         p_value: the p-value behind the verdict (None: the row has no test).
@@ -108,7 +114,9 @@ def judge_claim(claim: Claim, comparisons: Mapping[str, ComparisonResults | None
 
     Raises:
         ValueError: naming the claim, when a row's method is not compared in a comparison that
-            has run, is its baseline, or has no difference on the row's metric.
+            has run, is its baseline, or has no difference on the row's metric; naming both
+            results files, when an interaction row's two comparisons differ in baseline or
+            seeds.
     """
     settings = {s.results: s for s in claim.settings}
     rows = []
@@ -118,17 +126,20 @@ def judge_claim(claim: Claim, comparisons: Mapping[str, ComparisonResults | None
             results = comparisons[name]
             versus = comparisons[test.versus] if test.versus else None
             where = f"claim {claim.id}, setting {name}"
+            names = [name, *([test.versus] if test.versus else [])]
+            files = _results_files(results_root, names, comparisons)
             if results is None or (test.versus and versus is None):
                 difference = None
+            elif test.interaction:
+                difference = interaction_difference(results, versus, test.method, test.metric,
+                                                    where, (files[0][0], files[1][0]))
             elif test.versus:
                 difference = setting_difference(results, versus, test.method, test.metric, where)
             else:
                 difference = method_difference(results, test.method, test.metric, where)
             fixed = UNKNOWN
             if difference is not None and history is not None:
-                names = [name, *([test.versus] if test.versus else [])]
-                fixed = history.status(claim_row_key(claim.id, test, name),
-                                       _results_files(results_root, names, comparisons))
+                fixed = history.status(claim_row_key(claim.id, test, name), files)
             sd = difference_sd(difference["ci_low"], difference["ci_high"],
                                difference["seeds"]) if difference else None
             seeds = difference["seeds"] if difference else 0
