@@ -106,8 +106,9 @@ def _introduction(command: str) -> list[str]:
         "spread of the per-seed differences (two-sided paired t-test at 0.05, exact "
         "noncentral t); where the claims file gives the paper's own effect, whether the "
         "interval holds it and how many seeds would detect it with 80 % power from the same "
-        "spread; and whether the row (its method, metric, expectation and margin) was in the "
-        "claims file, in its git history, before its results existed: at the commit the "
+        "spread; and whether the row (its method, metric, expectation, margin, `versus` "
+        "setting and interaction) was in the claims file, in its git history, before its "
+        "results existed: at the commit the "
         "results were made from and before the commit that first added their file. A row "
         "written or changed after its results is marked *post hoc*. Accuracies are in %, "
         "their differences in percentage points (pp).",
