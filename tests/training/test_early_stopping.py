@@ -142,6 +142,12 @@ def test_each_step_taken_has_the_learning_rate_of_the_whole_budgets_schedule(
     # Exactly the same rates, step by step: the schedule's horizon is the whole budget.
     assert taken == budget[:early.steps], seed
 
+    def losses(run_dir):
+        return [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl") if r["split"] == "train"]
+
+    # And so the same steps: the run is the whole budget's run cut short.
+    assert losses(tmp_path / "early") == losses(tmp_path / "whole")[:early.steps]
+
 
 def test_a_resumed_run_stops_at_the_same_step_with_the_same_best(tmp_path, monkeypatch):
     # Interrupted right after the first validation without improvement, between validations:
