@@ -75,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if torchrun_rank() == 0:
         state = "finished" if result.completed else "stopped (continue with --resume)"
         if result.stopped_early:
-            state = (f"stopped early ({config.patience} validations in a row without "
-                     "improvement)")
+            count = config.patience
+            state = (f"finished early (no improvement in the last {count} "
+                     f"validation{'' if count == 1 else 's'})")
         print(f"run {state} after {result.steps} steps on {torchrun_world_size()} process(es)")
         print(json.dumps({"best_validation": result.best_validation, "test": result.test},
                          indent=1))
