@@ -18,7 +18,7 @@ import yaml
 from torch._dynamo.utils import counters
 
 from filterformer.cli import main
-from filterformer.training import load_checkpoint, load_config
+from filterformer.training import Trainer, load_checkpoint, load_config
 
 
 def tiny_listops(tmp_path: Path, **extra) -> dict:
@@ -346,3 +346,31 @@ def test_train_compile_with_inductor_resumes_eagerly_to_the_eager_weights(tmp_pa
     for name, weight in eager.items():
         torch.testing.assert_close(resumed[name], weight, rtol=0, atol=1e-5, msg=name)
     torch._dynamo.reset()
+
+
+def test_patience_from_the_config_or_set_ends_the_run_early(tmp_path, capsys, monkeypatch):
+    evaluate = Trainer._evaluate
+    # Fresh validation accuracies: the first validation is the best, every later one worse.
+    accuracies = sorted((random.uniform(0.1, 0.9) for _ in range(4)), reverse=True)
+
+    def scripted(self, split):
+        if split != "validation":
+            return evaluate(self, split)
+        return {"loss": 1.0, "accuracy": accuracies[self.step // 2 - 1]}
+
+    monkeypatch.setattr(Trainer, "_evaluate", scripted)
+    config = write_yaml(tmp_path / "run.yaml", tiny_listops(tmp_path, eval_every=2, patience=3))
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(out),
+                 "--set", "patience=2"]) == 0
+    printed = capsys.readouterr().out
+    # Validations at steps 2 (the best), 4 and 6 (two without improvement) of 8.
+    assert printed.startswith("run finished early (no improvement in the last 2 validations) "
+                              "after 6 steps on 1 process(es)")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["stopped_early"], summary["steps"], summary["best_step"]) == (True, 6, 2)
+    assert load_config(out / "config.yaml").patience == 2
+    assert main(["train", "--config", str(config), "--output-dir", str(tmp_path / "bad"),
+                 "--set", "patience=0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("filterformer train: error: patience must be a positive integer")

@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     result = train(config, resume=args.resume)
     if torchrun_rank() == 0:
         state = "finished" if result.completed else "stopped (continue with --resume)"
+        if result.stopped_early:
+            count = config.patience
+            state = (f"finished early (no improvement in the last {count} "
+                     f"validation{'' if count == 1 else 's'})")
         print(f"run {state} after {result.steps} steps on {torchrun_world_size()} process(es)")
         print(json.dumps({"best_validation": result.best_validation, "test": result.test},
                          indent=1))

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checks import check_integer
 from ..jsonsafe import plain_data
 from ..method_spec import CONFIG_FIELDS, MethodSpec
 from ..methods import apply_method, method_changes
@@ -54,6 +55,8 @@ SESSION_FIELDS = (
     "output_dir", "progress", "stop_after", "num_workers", "device", "compile",
     "eval_batch_size", "checkpoint_every", "log_every",
 )
+#: What ``patience`` counts, in its error message.
+_PATIENCE_HINT = " (validations in a row without improvement that stop training)"
 #: Model fields the task decides.
 TASK_FIELDS = ("vocab_size", "input_dim")
 #: The seeds torch's generators take (a signed 64-bit integer; with the epoch or the process's
@@ -190,6 +193,12 @@ class TrainConfig:
         seed: seeds model initialisation, data order and dropout.
         output_dir: the run directory (metrics, checkpoints, resolved config).
         eval_every: validate every this many steps; None validates after every epoch.
+        patience: stop training once this many validations in a row have not beaten the best
+            one so far (:func:`~filterformer.training.evaluation.is_better`, the rule that picks
+            the best checkpoint); the best checkpoint is then tested as at the end. The
+            learning-rate schedule still spans the whole budget (``epochs``/``max_steps``), so
+            every step taken has the learning rate it has without early stopping. None: no
+            early stopping.
         checkpoint_every: also save the resumable checkpoint every this many steps (it is always
             saved after each validation and when the run stops).
         stop_after: stop after this many steps of this session, as if interrupted, with a
@@ -220,6 +229,7 @@ class TrainConfig:
     seed: int = 0
     output_dir: str = "runs/train"
     eval_every: int | None = None
+    patience: int | None = None
     checkpoint_every: int | None = None
     stop_after: int | None = None
     log_every: int = 10
@@ -228,6 +238,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_seed("seed", self.seed)  # before the type check, so that 1e20 hears the range
+        # Before the type check, so that True or 1.5 hears what patience takes.
+        check_integer("patience", self.patience, optional=True, hint=_PATIENCE_HINT)
         check_fields(self)
         if not self.task:
             raise ValueError("task must be a task name; got ''")

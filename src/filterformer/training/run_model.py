@@ -80,7 +80,7 @@ def load_run(
     Args:
         run_dir: the run directory (``output_dir``: it holds ``checkpoints/``).
         checkpoint: ``"best"`` (the best validation metric's weights) or ``"last"`` (the
-            latest step's, also of a run stopped early).
+            latest step's, also of an interrupted run).
         device: where the model is put.
 
     Returns:

@@ -22,6 +22,13 @@ optimiser, scheduler, gradient scaler and every random generator of every proces
 time, step times and peak memory cover every stretch of it (:mod:`.training_cost`); resuming a
 finished run trains nothing and reports them unchanged.
 
+With ``patience`` the run ends early, once that many validations in a row have not beaten the
+best (:func:`~.evaluation.is_better`): it is then finished as at the last step (the best
+checkpoint tested, ``summary.json`` written with ``stopped_early`` and the ``steps`` taken). The
+schedule keeps the whole budget's horizon, so each step taken has the learning rate it has in a
+run without patience; the validations without improvement are counted in ``last.pt``, so an
+interrupted run resumed stops at the same step.
+
 A step whose loss or gradient norm is not finite stops the run (:mod:`.divergence`): its
 ``summary.json`` records the step and the reason, and :meth:`Trainer.fit` raises
 :class:`~filterformer.training.divergence.TrainingDiverged`.
@@ -88,6 +95,8 @@ _OTHER_RUN_HINT = ("; resume with the configuration it was saved with (filterfor
                    "another output_dir (--output-dir DIR)")
 _TRAINING_ENTRIES = ("optimizer", "scheduler", "scaler", "step", "epoch", "epoch_step", "best",
                      "pending", "rng")
+#: The checkpoint entry counting the validations since the best (what ``patience`` compares).
+_WITHOUT_IMPROVEMENT = "validations_without_improvement"
 #: The checkpoint entry holding where the method parameters started (:func:`.method_start`).
 _METHOD_START = "method_start"
 
@@ -98,8 +107,8 @@ class TrainResult:
 
     Attributes:
         run_dir: the run directory.
-        completed: False when the run stopped early (``stop_after``) and can be resumed.
-        steps: optimiser steps done.
+        completed: False when the run was interrupted (``stop_after``) and can be resumed.
+        steps: optimiser steps done (fewer than the budget's when it stopped early).
         selection_metric: the validation metric that picked the best checkpoint.
         best_step: the step of the best checkpoint.
         best_validation: the best checkpoint's validation metrics.
@@ -117,6 +126,8 @@ class TrainResult:
         method_activity: how far the tested weights' method parameters and learned filters are
             from where the run started (:func:`~.method_activity.method_activity`); None until
             completed, and for a run resumed from a checkpoint that did not record the start.
+        stopped_early: True when ``patience`` validations in a row without improvement ended
+            the run before its budget (it is then completed, its best checkpoint tested).
     """
 
     run_dir: str
@@ -133,6 +144,7 @@ class TrainResult:
     train_time_s: float | None
     diverged: dict[str, Any] | None = None
     method_activity: dict[str, Any] | None = None
+    stopped_early: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,6 +228,8 @@ class Trainer:
         self.best_step: int | None = None
         self.best_validation: dict[str, float] | None = None
         self.pending = {"loss_sum": 0.0, "count": 0}
+        #: Validations in a row that have not beaten the best (``patience`` stops at it).
+        self.without_improvement = 0
         #: The cost of the stretches before this one, and of all of them at the last checkpoint.
         self.earlier_cost = self.cost = TrainingCost()
         if resume:
@@ -262,6 +276,7 @@ class Trainer:
             # on a tie, its loss.
             "best": {"step": self.best_step, "validation": self.best_validation},
             "pending": dict(self.pending),
+            _WITHOUT_IMPROVEMENT: self.without_improvement,
             "rng": rngs,
             "world_size": self.context.world_size,
             "cost": self.cost.to_state(),
@@ -296,6 +311,9 @@ class Trainer:
         best = state["best"]
         self.best_step, self.best_validation = best["step"], best["validation"]
         self.pending = dict(state["pending"])
+        # A checkpoint written before the count was kept is of a run without patience (a
+        # resume with another patience is refused as another configuration): nothing to count.
+        self.without_improvement = state.get(_WITHOUT_IMPROVEMENT, 0)
         self.earlier_cost = self.cost = TrainingCost.from_state(state.get("cost"))
         # A checkpoint written before the start was recorded leaves the activity unknown.
         self.method_start = state.get(_METHOD_START)
@@ -351,10 +369,20 @@ class Trainer:
         self.log.log({"step": self.step, "epoch": self.epoch, "split": "validation", **metrics})
         if is_better(self.task.kind, metrics, self.best_validation):
             self.best_step, self.best_validation = self.step, metrics
+            self.without_improvement = 0
             if self.context.is_main:
                 save_checkpoint(self.best_path, {**self._state(), "step": self.step,
                                                  "validation": metrics})
+        else:
+            self.without_improvement += 1
         return metrics
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether ``patience`` validations in a row have not beaten the best: the run is over
+        (every process agrees, as the validation metrics are summed over all of them)."""
+        patience = self.config.patience
+        return patience is not None and self.without_improvement >= patience
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -367,10 +395,11 @@ class Trainer:
         self.pending = {"loss_sum": 0.0, "count": 0}
 
     def fit(self) -> TrainResult:
-        """Train to the end (or to ``stop_after``), then test the best checkpoint.
+        """Train to the end (or to ``stop_after``, or until ``patience`` stops it), then test
+        the best checkpoint.
 
         Returns:
-            :class:`TrainResult` (``completed=False`` when stopped early).
+            :class:`TrainResult` (``completed=False`` when interrupted by ``stop_after``).
 
         Raises:
             TrainingDiverged: at the first step whose loss (or, outside fp16, gradient norm) is
@@ -415,7 +444,7 @@ class Trainer:
             best_validation=self.best_validation, test=test, num_parameters=self.num_parameters,
             step_time_s=cost.step_time_s, peak_memory_bytes=cost.peak_memory_bytes,
             memory_measure=cost.memory_measure, train_time_s=cost.train_time_s,
-            diverged=diverged, method_activity=activity,
+            diverged=diverged, method_activity=activity, stopped_early=self.stopped_early,
         )
 
     def _write_summary(self, result: TrainResult) -> None:
@@ -434,12 +463,13 @@ class Trainer:
                              bar=self.progress_bar)
 
     def _train_loop(self, progress: TrainProgress) -> bool:
-        """Run the remaining steps; True when stopped early by ``stop_after``."""
-        while self.step < self.total_steps:
+        """Run the remaining steps; True when interrupted by ``stop_after``. A run that
+        ``patience`` stopped (now, or before it was resumed) trains no further."""
+        while self.step < self.total_steps and not self.stopped_early:
             for batch in self.epoch_batches():
                 if self.train_batch(batch, progress):
                     return True
-                if self.step == self.total_steps:
+                if self.step == self.total_steps or self.stopped_early:
                     return False
         return False
 
@@ -461,7 +491,8 @@ class Trainer:
         ``log_every`` steps, and validation and checkpoints when they are due.
 
         Returns:
-            True when ``stop_after`` stops the run at this step.
+            True when ``stop_after`` interrupts the run at this step (never at its last step,
+            nor at the validation where ``patience`` ends it: the run is then finished).
         """
         config = self.config
         lr = self.scheduler.get_last_lr()[0]
@@ -476,7 +507,8 @@ class Trainer:
         if end_of_epoch:
             self.epoch, self.epoch_step = self.epoch + 1, 0
         last = self.step == self.total_steps
-        if self.step % config.log_every == 0 or last:
+        logged = self.step % config.log_every == 0 or last
+        if logged:
             self._log_train(lr, grad_norm)
         validate = last or (
             end_of_epoch if config.eval_every is None else self.step % config.eval_every == 0
@@ -484,7 +516,10 @@ class Trainer:
         if validate:
             progress.evaluating("validation", len(self.task.validation))
             progress.validated(self.selection_metric, self._validate()[self.selection_metric])
-        stop = (config.stop_after is not None and not last
+            if self.stopped_early and not logged:
+                # The loss since the last record, as the budget's last step records it.
+                self._log_train(lr, grad_norm)
+        stop = (config.stop_after is not None and not last and not self.stopped_early
                 and self.step - self.session_start >= config.stop_after)
         periodic = config.checkpoint_every and self.step % config.checkpoint_every == 0
         if validate or stop or periodic:

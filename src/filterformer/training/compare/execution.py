@@ -269,12 +269,14 @@ def train_runs(
 
 
 def _outcome(summary: dict[str, Any]) -> str:
-    """A run's test metric and train time, or where and why it diverged."""
+    """A run's test metric (and the step ``patience`` stopped it at) and train time, or where
+    and why it diverged."""
     diverged = summary.get("diverged")
     if diverged:
         return f"diverged at step {diverged['step']} ({diverged['reason']}), left out"
     metric, seconds = summary["selection_metric"], summary["train_time_s"]
-    return (f"test {metric} {summary['test'][metric]:.4f}, "
+    early = f", stopped early at step {summary['steps']}" if summary.get("stopped_early") else ""
+    return (f"test {metric} {summary['test'][metric]:.4f}{early}, "
             + ("train time unknown" if seconds is None else f"{seconds:.1f} s"))
 
 

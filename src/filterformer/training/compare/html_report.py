@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..batches import steps_per_epoch
 from ..run_files import write_text
 from .activity import activity_sentences
 from .comparison_results import ComparisonResults
@@ -293,12 +294,17 @@ def render_report(
                  "patched in, every parameter fine-tuned")
     length = budget_length(budget)
     finished = [run for run in results.runs if not run.get("diverged")]
-    steps = finished[0]["steps"] if finished else budget.get("max_steps") or 0
+    # A run that patience stopped took fewer steps than the budget.
+    whole = [run for run in finished if not run.get("stopped_early")]
+    steps = whole[0]["steps"] if whole else budget.get("max_steps") or budget["epochs"] * (
+        steps_per_epoch(task["num_train"], budget["batch_size"]))
+    early = ("" if budget.get("patience") is None else f"; fewer where {budget['patience']} "
+             "validations in a row without improvement stopped a run")
     meta = (
         f"Task <b>{html.escape(task['name'])}</b> ({html.escape(task['kind'])}; "
         f"{task['num_train']:,} train / {task['num_validation']:,} validation / "
         f"{task['num_test']:,} test, up to {task['max_len']} tokens). "
-        f"Every run: {model}; {length} ({steps} steps) of batch "
+        f"Every run: {model}; {length} ({steps} steps{early}) of batch "
         f"{budget['batch_size']}, AdamW lr {budget['optimizer']['lr']}, "
         f"{html.escape(budget['schedule']['decay'])} schedule. Seeds "
         f"{', '.join(map(str, results.seeds))}. "

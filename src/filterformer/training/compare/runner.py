@@ -148,7 +148,7 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
                 **dict.fromkeys(measured), "steps": summary["steps"], "step_time_s": None,
                 "num_parameters": summary["num_parameters"],
                 "memory_measure": summary["memory_measure"], "diverged": diverged,
-                "method_activity": None}
+                "method_activity": None, "stopped_early": False}
     return {
         "method": method,
         "seed": seed,
@@ -159,6 +159,8 @@ def _run_record(method: str, seed: int, summary: dict[str, Any], metric: str,
         "best_validation": summary["best_validation"],
         "best_step": summary["best_step"],
         "steps": summary["steps"],
+        # Whether patience ended it at ``steps`` (a summary from before patience: it did not).
+        "stopped_early": summary.get("stopped_early", False),
         "step_time_s": None,  # the paired measurement's, set once every run is trained
         "train_step_time_s": summary["step_time_s"],
         "peak_memory_bytes": summary["peak_memory_bytes"],
