@@ -1,4 +1,11 @@
-from filterformer.evidence.setup_text import method_text, provenance_text, setup_lines
+import random
+
+from filterformer.evidence.setup_text import (
+    method_text,
+    provenance_text,
+    setup_lines,
+    training_end_text,
+)
 
 from .results_fixture import comparison, make_results
 
@@ -45,3 +52,29 @@ def test_the_budget_counts_one_epoch_or_step_in_the_singular():
         results = _results()
         results["budget"].update(budget)
         assert setup_lines(comparison(results))[3].startswith(f"budget: {expected} batch size")
+
+
+def test_the_training_end_counts_runs_best_at_their_last_step_and_those_patience_stopped():
+    results = _results()
+    steps = random.randint(50, 200)
+    ends = [random.choice(("last", "earlier", "stopped")) for _ in results["runs"]]
+    for run, end in zip(results["runs"], ends, strict=True):
+        taken = steps // 2 if end == "stopped" else steps
+        run.update(steps=taken, best_step=taken if end == "last" else taken - 10,
+                   stopped_early=end == "stopped")
+    # A diverged run says nothing of its length: it is not counted.
+    results["runs"].append({**results["runs"][0], "diverged": {"step": 3}, "best_step": 3})
+    text = training_end_text(comparison(results))
+    at_end, stopped = ends.count("last"), ends.count("stopped")
+    assert text.startswith(f"training length: {at_end} of {len(ends)} runs had their best "
+                           "validation at their last step")
+    assert (f"; {stopped} stopped early" in text) is (stopped > 0)
+    assert text in setup_lines(comparison(results))
+
+
+def test_untrained_runs_of_one_step_have_no_training_length_line():
+    results = _results()
+    for run in results["runs"]:
+        run.update(steps=1, best_step=1)
+    assert training_end_text(comparison(results)) is None
+    assert len(setup_lines(comparison(results))) == 5

@@ -1,5 +1,6 @@
 """A comparison's setup in words, read from its ``results.json``: task, model, optimiser,
-budget, seeds, baseline, and where the results came from (commit, command, wall time)."""
+budget, seeds, baseline, how the runs' training ended, and where the results came from (commit,
+command, wall time)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ..training.compare.comparison_results import ComparisonResults
 from ..training.compare.html_report import budget_length
 from .numbers import format_wall_time
 
-__all__ = ["config_text", "method_text", "provenance_text", "setup_lines"]
+__all__ = ["config_text", "method_text", "provenance_text", "setup_lines", "training_end_text"]
 
 _SPLITS = ("num_train", "num_validation", "num_test")
 
@@ -100,16 +101,35 @@ def method_text(results: ComparisonResults, method: str) -> str:
     return f"{method} ({'; '.join(extra)})" if extra else method
 
 
+def training_end_text(results: ComparisonResults) -> str | None:
+    """How the trained runs' training ended: how many had their best validation at their last
+    step (more steps might have improved them) and how many ``patience`` stopped; None where no
+    run trained more than one step (a comparison of untrained models)."""
+    trained = [run for run in results.runs if not run.get("diverged")
+               and isinstance(run.get("steps"), int) and run["steps"] > 1]
+    if not trained:
+        return None
+    at_end = sum(run.get("best_step") == run["steps"] for run in trained)
+    text = (f"training length: {at_end} of {len(trained)} runs had their best validation at "
+            "their last step (more steps might have improved them)")
+    stopped = sum(bool(run.get("stopped_early")) for run in trained)
+    if stopped:
+        text += f"; {stopped} stopped early, their validation no longer improving (`patience`)"
+    return text
+
+
 def setup_lines(results: ComparisonResults) -> list[str]:
     """A comparison's setup as Markdown list items (without the leading ``- ``)."""
     budget = results.budget
     seeds = results.run_seeds()
+    end = training_end_text(results)
     return [
         f"task: {_task_text(results)}",
         f"model: {_model_text(results)}",
         f"optimiser: {_optimizer_text(budget)}",
         f"budget: {_budget_text(budget)}; seeds "
         f"{', '.join(map(str, seeds))}; baseline {results.baseline}",
+        *([end] if end else []),
         f"made by {provenance_text(results)}; wall time "
         f"{format_wall_time(results.elapsed_s)}",
     ]
