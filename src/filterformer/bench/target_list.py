@@ -46,9 +46,12 @@ TARGETS: tuple[Target, ...] = (
              shape=DECODING_SHAPE)
       for method, label, bound in (("gfsa", "GFSA", 2.2), ("neutreno", "NeuTRENO", 1.05))
       for N in (256, 1024, 4096)),
-    # Every method's model at 4096, and AGF at 16384.
+    # Every method's model at 4096, and AGF at 16384: compiling does not lose. How much it
+    # gains depends on the CPU: AGF at 16384 halved on an Intel Xeon with AVX-512; on an AVX2
+    # AMD EPYC its matrix products are 70 % of the step, so no compilation can halve it there
+    # (benchmarks/results/cpu-agf-profile).
     *(Target(f"{preset} eager / compiled training step (N={N})", _train(_MODEL_ROWS[preset], N),
-             Case(_MODEL_ROWS[preset], N, COMPILED), 0.95 if N == 4096 else 1.5, ">=")
+             Case(_MODEL_ROWS[preset], N, COMPILED), 0.95, ">=")
       for preset, N in (*((m, 4096) for m in DEFAULT_METHODS), ("agf", 16384))),
 )
 
