@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-__all__ = ["evaluation_batches", "make_loader", "steps_per_epoch", "training_batches"]
+__all__ = ["budget_steps", "evaluation_batches", "make_loader", "steps_per_epoch",
+           "training_batches"]
 
 
 def steps_per_epoch(num_items: int, batch_size: int) -> int:
@@ -26,6 +27,12 @@ def steps_per_epoch(num_items: int, batch_size: int) -> int:
             f"batch_size ({batch_size}) is larger than the training split ({num_items} items)"
         )
     return steps
+
+
+def budget_steps(max_steps: int | None, epochs: int, num_items: int, batch_size: int) -> int:
+    """The optimiser steps of a budget: ``max_steps`` when set, else ``epochs`` of
+    :func:`steps_per_epoch` (what the learning-rate schedule spans)."""
+    return max_steps or epochs * steps_per_epoch(num_items, batch_size)
 
 
 def training_batches(

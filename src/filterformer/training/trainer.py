@@ -50,7 +50,13 @@ from torch.utils.data import DataLoader
 from ..checks import check_writable_directory
 from ..jsonsafe import finite_json
 from ..patching.neutreno_warmup import advance_neutreno_warmup
-from .batches import evaluation_batches, make_loader, steps_per_epoch, training_batches
+from .batches import (
+    budget_steps,
+    evaluation_batches,
+    make_loader,
+    steps_per_epoch,
+    training_batches,
+)
 from .checkpoint import (
     check_same_config,
     load_checkpoint,
@@ -210,7 +216,8 @@ class Trainer:
         self.method_start: dict[str, Any] | None = method_start(self.model)
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.steps_per_epoch = steps_per_epoch(len(self.task.train), config.batch_size)
-        self.total_steps = config.max_steps or config.epochs * self.steps_per_epoch
+        self.total_steps = budget_steps(config.max_steps, config.epochs, len(self.task.train),
+                                        config.batch_size)
         self.scheduler = build_scheduler(self.optimizer, config.schedule, self.total_steps)
         self.scaler = grad_scaler(self.precision, self.device)
         self.wrapped = self.model

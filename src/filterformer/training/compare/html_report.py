@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..batches import steps_per_epoch
+from ..batches import budget_steps
 from ..run_files import write_text
 from .activity import activity_sentences
 from .comparison_results import ComparisonResults
@@ -296,8 +296,8 @@ def render_report(
     finished = [run for run in results.runs if not run.get("diverged")]
     # A run that patience stopped took fewer steps than the budget.
     whole = [run for run in finished if not run.get("stopped_early")]
-    steps = whole[0]["steps"] if whole else budget.get("max_steps") or budget["epochs"] * (
-        steps_per_epoch(task["num_train"], budget["batch_size"]))
+    steps = whole[0]["steps"] if whole else budget_steps(
+        budget.get("max_steps"), budget["epochs"], task["num_train"], budget["batch_size"])
     early = ("" if budget.get("patience") is None else f"; fewer where {budget['patience']} "
              "validations in a row without improvement stopped a run")
     meta = (
