@@ -52,7 +52,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 }
 
 ff=("$py" -m filterformer.cli)
-step cuda-tier 180 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider --durations=5 &
+step cuda-tier 240 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider --durations=5 &
 tier=$!
 step bench-quick 120 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick" &
 quick=$!

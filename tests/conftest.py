@@ -1,11 +1,18 @@
-"""Shared test set-up: every test draws fresh random inputs from its own fixed seed."""
+"""Shared test set-up: every test draws fresh random inputs from its own fixed seed; without
+CUDA, Triton's kernels run in its interpreter."""
 
 from __future__ import annotations
 
+import os
 import zlib
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    # Read when Triton is first imported (its own library's kernels are jitted then), so set
+    # before any test imports it: the kernels' tests run on the CPU through the interpreter.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -14,9 +14,9 @@ from ..functional import (
     agf_coefficients,
     agf_factors,
     agf_filter,
-    agf_layer,
     agf_response,
 )
+from ..functional.agf_triton import agf_layer_for
 from ..functional.polynomials import NAMED_JACOBI_PARAMETERS, check_jacobi_parameters
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, split_heads
@@ -129,7 +129,7 @@ class AttentiveGraphFilterAttention(AttentionBase):
         # run them; the feature maps and polynomials of S, which lose too much there, do not.
         products = autocast_dtype(q)
         with torch.autocast(device_type=q.device.type, enabled=False):
-            out, reg = agf_layer(
+            out, reg = agf_layer_for(
                 q, k, v, logits, self.theta,
                 inputs.padding_mask, basis=self.basis, a=self.a, b=self.b,
                 orthogonality=self.orthogonality_weight > 0, products_dtype=products,

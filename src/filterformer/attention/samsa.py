@@ -22,6 +22,9 @@ from ..functional import (
     topk_gather,
     topk_split,
 )
+from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
+from ..functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
+from ..functional.triton_support import is_triton_error
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
@@ -65,8 +68,10 @@ class SamplingAttention(AttentionBase):
     any N, N < k included, and padded tokens (scored with the dtype's minimum) are never sampled.
     While training, Gumbel noise is added once per token and head and the sample is
     differentiable (see :func:`~filterformer.functional.differentiable_topk`); evaluation is
-    deterministic unless ``eval_noise``. In evaluation the hard mode is one top-k and a gather;
-    the soft mode keeps the mixture. Non-causal only; masks only keys: a
+    deterministic unless ``eval_noise``. In evaluation the hard mode is one top-k and a gather
+    (on CUDA without gradients, one Triton kernel that attends to the chosen rows where they
+    live: :func:`~filterformer.functional.samsa_triton.samsa_sampled_attention`); the soft mode
+    keeps the mixture. Non-causal only; masks only keys: a
     ``padding_mask``, or an ``attn_mask`` of shape ``(B, 1, 1, N)``.
 
     Args:
@@ -169,6 +174,18 @@ class SamplingAttention(AttentionBase):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
         scores = self.candidate_scores(inputs, noise=self.training or self.eval_noise)
+        if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
+                q, k, v, scores, self.support_keys, self.support_values):
+            index = scores.topk(self.num_samples, dim=-1).indices
+            try:
+                return samsa_sampled_attention(
+                    q, k, v, self.support_keys.to(k.dtype), self.support_values.to(v.dtype),
+                    index, self.scale,
+                )
+            except Exception as err:
+                if not is_triton_error(err):
+                    raise
+                SAMSA_KERNELS.fail(err)
         candidates = self._candidate_rows(k, v)
         if self.mode == "hard" and not self.training:
             sampled = topk_gather(scores, candidates, self.num_samples)

@@ -1,0 +1,68 @@
+"""The Triton kernel of :mod:`filterformer.functional.samsa_triton` (imported on first use)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._triton_primitives import dot, tile
+
+
+@triton.jit
+def _rows(TOKENS, SUPPORT, index, valid, N, stride_n, support_stride_n, offs, dmask):
+    """The candidates at ``index``: a token's row below N, a support row (index − N) above."""
+    is_token = index < N
+    token_rows = tl.where(is_token, index, 0)
+    support_rows = tl.where(is_token, 0, index - N)
+    from_tokens = tile(TOKENS, token_rows, stride_n, offs,
+                       (valid & is_token)[:, None] & dmask[None, :])
+    from_support = tile(SUPPORT, support_rows, support_stride_n, offs,
+                        (valid & ~is_token)[:, None] & dmask[None, :])
+    return from_tokens + from_support
+
+
+@triton.jit
+def samsa_sampled_attention(
+    Q, K_, V_, SK, SV, INDEX, OUT,
+    H, N, S, D, DV, scale,
+    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sskh, sskn, ssvh, ssvn, sib, sih,
+    sob, soh, son,
+    DOT_KIND: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
+):
+    """Per (sample, head) and block of queries: softmax attention to the S candidates at INDEX,
+    each gathered from the tokens' keys and values or the support tokens', by a running
+    maximum over blocks of candidates."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    inside = rows < N
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_v = tl.arange(0, BLOCK_DV)
+    dmask = offs_d < D
+    vmask = offs_v < DV
+    q = tile(Q + b * sqb + hh * sqh, rows, sqn, offs_d, inside[:, None] & dmask[None, :])
+    m = tl.full([BLOCK_M], -float("inf"), tl.float32)
+    total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    k_base = K_ + b * skb + hh * skh
+    v_base = V_ + b * svb + hh * svh
+    for start in range(0, S, BLOCK_S):
+        cols = start + tl.arange(0, BLOCK_S)
+        valid = cols < S
+        index = tl.load(INDEX + b * sib + hh * sih + cols, mask=valid, other=0)
+        keys = _rows(k_base, SK + hh * sskh, index, valid, N, skn, sskn, offs_d, dmask)
+        values = _rows(v_base, SV + hh * ssvh, index, valid, N, svn, ssvn, offs_v, vmask)
+        logits = dot(q, tl.trans(keys), DOT_KIND) * scale
+        logits = tl.where(valid[None, :], logits, -float("inf"))
+        m_new = tl.maximum(m, tl.max(logits, axis=1))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(logits - m_new[:, None])
+        total = total * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + dot(p, values, DOT_KIND)
+        m = m_new
+    out = acc / total[:, None]
+    tl.store(OUT + b * sob + hh * soh + rows[:, None].to(tl.int64) * son + offs_v[None, :],
+             out.to(OUT.dtype.element_ty), mask=inside[:, None] & vmask[None, :])

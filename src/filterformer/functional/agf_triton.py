@@ -1,0 +1,399 @@
+"""AGF's layer as Triton kernels: :func:`~filterformer.functional.agf_layer` in four passes over
+memory, forward and backward.
+
+The eager (and compiled) layer forms ``U = ρq(Q)``, ``Vs = ρk(K)``, ``S = sigmoid(X W_Σ)`` and
+``G = Σ_k θ_k P_k(S)`` as whole ``(B, h, N, d)`` tensors, each a trip through GPU memory. Here
+each pass reads its inputs once and keeps every per-token intermediate in registers:
+
+- **keys** (forward): per (sample, head) and chunk of tokens, the column softmax of K over tokens
+  by a running maximum (as FlashAttention's rows), accumulating ``exp(K − m)ᵀ V`` and, for the
+  regulariser, ``exp(K − m)ᵀ exp(K − m)``; chunks are merged on the host (``d×d`` each).
+- **queries** (forward): per block of tokens, the row softmax of Q, the sigmoid and the
+  polynomial recursion, ``(U ⊙ G) C`` with the ``d×d`` context ``C = Vsᵀ V``, and ``UᵀU``.
+- **queries** (backward): ``dQ``, ``dX W_Σ``, ``dθ`` and ``dC = (U ⊙ G)ᵀ dOut``, recomputing
+  U, S and G (and G's derivative, carried along the recursion).
+- **keys** (backward): ``dK`` and ``dV`` from ``dC``; the column softmax's correction
+  ``Σ_n Vs ⊙ dVs`` is ``rowsum(C ⊙ dC)`` plus the regulariser's part, known before the pass.
+
+Precision follows the layer: the feature maps and the filter in float32, the products over tokens
+in ``products_dtype`` (half precision under autocast) with float32 accumulation, else full float32.
+The kernels run on CUDA, and on the CPU under ``TRITON_INTERPRET=1`` (the tests); see
+:func:`agf_triton_applies` for when the attention module uses them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from torch import Tensor
+
+from .masks import check_key_padding_mask
+from .polynomials import NAMED_JACOBI_PARAMETERS, POLYNOMIAL_BASES, check_jacobi_parameters
+from .triton_support import KernelSwitch, dot_kind, is_triton_error
+
+__all__ = [
+    "AGF_TRITON_MAX_HEAD_DIM",
+    "agf_layer_for",
+    "agf_triton_applies",
+    "agf_triton_layer",
+    "polynomial_recursion",
+]
+
+#: The widest head (d and d_v) the kernels hold in registers.
+AGF_TRITON_MAX_HEAD_DIM = 128
+#: Programs a pass aims for: chunks of tokens are split across programs until there are this many.
+_TARGET_PROGRAMS = 528
+
+
+def polynomial_recursion(K: int, basis: str = "jacobi", a: float = 1.0, b: float = 1.0) -> Tensor:
+    """The three-term recursion of a basis as one table, ``(K+1, 3)`` float64.
+
+    Row k ≥ 1 holds ``(α_k, β_k, γ_k)`` with ``P_k = (α_k x + β_k) P_{k−1} − γ_k P_{k−2}``,
+    ``P_0 = 1`` and ``P_{−1} = 0`` (row 0 is unused): the coefficients of
+    :func:`~filterformer.functional.polynomials.jacobi_basis` (and of its named families), or
+    ``(1, 0, 0)`` for monomials.
+    """
+    if basis not in POLYNOMIAL_BASES:
+        raise ValueError(f"basis must be one of {POLYNOMIAL_BASES}; got {basis!r}")
+    table = torch.zeros(K + 1, 3, dtype=torch.float64)
+    if basis == "monomial":
+        table[1:, 0] = 1.0
+        return table
+    a, b = NAMED_JACOBI_PARAMETERS.get(basis, (a, b))
+    K, a, b = check_jacobi_parameters(K, a, b)
+    if K >= 1:
+        table[1] = torch.tensor([(a + b + 2) / 2, (a - b) / 2, 0.0])
+    for k in range(2, K + 1):
+        s = 2 * k + a + b
+        table[k, 0] = s * (s - 1) / (2 * k * (k + a + b))
+        table[k, 1] = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
+        table[k, 2] = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
+    return table
+
+
+_SWITCH = KernelSwitch("AGF")
+
+
+def agf_triton_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
+    """Whether :func:`agf_layer_for` runs :func:`agf_triton_layer`: where the kernels' switch
+    allows (:meth:`~filterformer.functional.triton_support.KernelSwitch.allows`), heads at most
+    :data:`AGF_TRITON_MAX_HEAD_DIM` wide and keys as many as queries."""
+    return (
+        q.shape[-1] <= AGF_TRITON_MAX_HEAD_DIM
+        and v.shape[-1] <= AGF_TRITON_MAX_HEAD_DIM
+        and k.shape[-2] == q.shape[-2]
+        and _SWITCH.allows(q)
+    )
+
+
+@functools.cache
+def _kernels():
+    """The four kernels, jitted on first use (so ``TRITON_INTERPRET`` is read then)."""
+    from ._agf_triton_kernels import (
+        agf_keys_backward,
+        agf_keys_forward,
+        agf_queries_backward,
+        agf_queries_forward,
+    )
+
+    return agf_keys_forward, agf_queries_forward, agf_queries_backward, agf_keys_backward
+
+
+def _pow2(n: int) -> int:
+    return max(16, 1 << max(0, math.ceil(math.log2(max(n, 1)))))
+
+
+def _chunks(length: int, block: int, programs: int) -> tuple[int, int]:
+    """``(chunk, splits)``: tokens per program (a multiple of ``block``) and how many programs
+    share one (sample, head), enough for about :data:`_TARGET_PROGRAMS` in all."""
+    blocks = max(1, math.ceil(length / block))
+    splits = min(blocks, max(1, math.ceil(_TARGET_PROGRAMS / max(programs, 1))))
+    per = math.ceil(blocks / splits)
+    return per * block, math.ceil(blocks / per)
+
+
+def _mask_argument(mask: Tensor | None, like: Tensor) -> Tensor:
+    """The padding mask as int8 for the kernels (a placeholder without one)."""
+    if mask is None:
+        return like.new_empty(1, dtype=torch.int8)
+    return mask.to(torch.int8).contiguous()
+
+
+def _strides(x: Tensor) -> tuple[int, int, int]:
+    return x.stride(0), x.stride(1), x.stride(2)
+
+
+def _unit_last(x: Tensor) -> Tensor:
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def _heads_last_empty(like: Tensor, width: int, dtype: torch.dtype) -> Tensor:
+    """An empty ``(B, h, N, width)`` whose memory is ``(B, N, h, width)``: merging the heads
+    afterwards (``transpose(1, 2).reshape``) is a view."""
+    batch, heads, length, _ = like.shape
+    return torch.empty(batch, length, heads, width, dtype=dtype, device=like.device).transpose(1, 2)
+
+
+class _Geometry:
+    """Shapes, block sizes and splits of one call."""
+
+    def __init__(self, q: Tensor, v: Tensor) -> None:
+        self.batch, self.heads, self.length, self.dim = q.shape
+        self.dim_v = v.shape[-1]
+        self.block_d, self.block_v = _pow2(self.dim), _pow2(self.dim_v)
+        self.block_n = 64 if max(self.block_d, self.block_v) <= 64 else 32
+        self.programs = self.batch * self.heads
+        self.chunk, self.splits = _chunks(self.length, self.block_n, self.programs)
+
+    def grid(self) -> tuple[int, int]:
+        return self.programs, self.splits
+
+    def meta(self) -> dict[str, int]:
+        return {"BLOCK_N": self.block_n, "BLOCK_D": self.block_d, "BLOCK_DV": self.block_v}
+
+
+def _merge_keys(
+    maxima: Tensor, sums: Tensor, context: Tensor, gram: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """Merge the key pass's chunks: ``(M, 1/S, C, Gk)`` from each chunk's running maximum,
+    sum, ``exp(K − m)ᵀ V`` and ``exp(K − m)ᵀ exp(K − m)`` (``(P, splits, …)`` each)."""
+    top = maxima.max(dim=1).values
+    scale = torch.exp(maxima - top[:, None])
+    total = (sums * scale).sum(dim=1)
+    inverse = torch.where(total > 0, 1.0 / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
+    merged = (context * scale[..., None]).sum(dim=1) * inverse[..., None]
+    if gram is not None:
+        weights = scale[..., :, None] * scale[..., None, :]
+        gram = (gram * weights).sum(dim=1) * inverse[:, :, None] * inverse[:, None, :]
+    return top, inverse, merged, gram
+
+
+def _orthogonality(gram_u: Tensor, gram_k: Tensor) -> Tensor:
+    eye = torch.eye(gram_u.shape[-1], dtype=gram_u.dtype, device=gram_u.device)
+    return (gram_u - eye).abs().mean() + (gram_k - eye).abs().mean()
+
+
+def _orthogonality_weights(gram: Tensor, grad: Tensor) -> Tensor:
+    """``w + wᵀ`` with ``w = ∂ mean|Gram − I| / ∂ Gram`` times ``grad``: the regulariser's
+    gradient with respect to a feature map F is ``F (w + wᵀ)``."""
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    w = torch.sign(gram - eye) * (grad / gram.numel())
+    return w + w.transpose(-1, -2)
+
+
+class _AGFLayer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, logits, theta, mask, recursion, orthogonality, products_dtype,
+                basis, a, b):
+        keys_fwd, queries_fwd, _, _ = _kernels()
+        geo = _Geometry(q, v)
+        device = q.device
+        f32 = torch.float32
+        low = products_dtype if products_dtype is not None else f32
+        kind = dot_kind(low)
+        has_mask = mask is not None
+        mask_arg = _mask_argument(mask, q)
+        P, T = geo.programs, geo.splits
+        maxima = torch.empty(P, T, geo.dim, dtype=f32, device=device)
+        sums = torch.empty(P, T, geo.dim, dtype=f32, device=device)
+        context = torch.empty(P, T, geo.dim, geo.dim_v, dtype=f32, device=device)
+        gram_k = (torch.empty(P, T, geo.dim, geo.dim, dtype=f32, device=device)
+                  if orthogonality else maxima)
+        keys_fwd[geo.grid()](
+            k, v, mask_arg, maxima, sums, context, gram_k,
+            geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
+            *_strides(k), *_strides(v), mask_arg.stride(0) if has_mask else 0,
+            HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind, **geo.meta(),
+        )
+        top, inverse, merged, gram_k = _merge_keys(
+            maxima, sums, context, gram_k if orthogonality else None
+        )
+        theta32 = theta.detach().to(device=device, dtype=f32).contiguous()
+        rec32 = recursion.to(device=device, dtype=f32).contiguous()
+        out = _heads_last_empty(q, geo.dim_v, low)
+        gram_u = (torch.empty(P, T, geo.dim, geo.dim, dtype=f32, device=device)
+                  if orthogonality else merged)
+        queries_fwd[geo.grid()](
+            q, logits, merged, theta32, rec32, out, gram_u, mask_arg,
+            geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
+            *_strides(q), *_strides(logits), *_strides(out),
+            mask_arg.stride(0) if has_mask else 0,
+            K=theta.numel() - 1, HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind,
+            **geo.meta(),
+        )
+        if orthogonality:
+            gram_u = gram_u.sum(dim=1)
+            reg = _orthogonality(gram_u, gram_k)
+        else:
+            gram_u = None
+            reg = torch.zeros((), dtype=f32, device=device)
+        ctx.save_for_backward(q, k, v, logits, mask, top, inverse, merged, theta32, rec32,
+                              gram_u, gram_k)
+        ctx.geo, ctx.dot_kind, ctx.orthogonality = geo, kind, orthogonality
+        ctx.theta_dtype = theta.dtype
+        ctx.layer = {"basis": basis, "a": a, "b": b, "orthogonality": orthogonality,
+                     "products_dtype": products_dtype}
+        if not orthogonality:
+            ctx.mark_non_differentiable(reg)
+        return out, reg
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_reg):
+        try:
+            return _AGFLayer._backward(ctx, grad_out, grad_reg)
+        except Exception as err:
+            if not is_triton_error(err):
+                raise
+            _SWITCH.fail(err)
+            return _eager_backward(ctx, grad_out, grad_reg)
+
+    @staticmethod
+    def _backward(ctx, grad_out, grad_reg):
+        (q, k, v, logits, mask, top, inverse, merged, theta32, rec32,
+         gram_u, gram_k) = ctx.saved_tensors
+        _, _, queries_bwd, keys_bwd = _kernels()
+        geo: _Geometry = ctx.geo
+        f32 = torch.float32
+        device = q.device
+        P, T = geo.programs, geo.splits
+        has_mask = mask is not None
+        mask_arg = _mask_argument(mask, q)
+        if grad_out is None:
+            grad_out = torch.zeros((*q.shape[:-1], geo.dim_v), dtype=q.dtype, device=device)
+        grad_out = _unit_last(grad_out)
+        ortho = ctx.orthogonality and grad_reg is not None
+        if ortho:
+            weights_u = _orthogonality_weights(gram_u, grad_reg.to(f32))
+            weights_k = _orthogonality_weights(gram_k, grad_reg.to(f32))
+        else:
+            weights_u = weights_k = merged
+        grad_q = _heads_last_empty(q, geo.dim, q.dtype)
+        grad_logits = _heads_last_empty(q, geo.dim, logits.dtype)
+        grad_context = torch.empty(P, T, geo.dim, geo.dim_v, dtype=f32, device=device)
+        K = theta32.numel() - 1
+        block_k = max(16, 1 << math.ceil(math.log2(K + 1)))
+        grad_theta = torch.empty(P, T, block_k, dtype=f32, device=device)
+        queries_bwd[geo.grid()](
+            q, logits, merged, theta32, rec32, grad_out, weights_u, mask_arg,
+            grad_q, grad_logits, grad_context, grad_theta,
+            geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
+            *_strides(q), *_strides(logits), *_strides(grad_out), *_strides(grad_q),
+            *_strides(grad_logits), mask_arg.stride(0) if has_mask else 0,
+            K=K, BLOCK_K=block_k, HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind,
+            **geo.meta(),
+        )
+        grad_context = grad_context.sum(dim=1)
+        # Σ_n Vs ⊙ dVs per feature: Σ_j C ⊙ dC (as C = Vsᵀ V) plus the regulariser's Gk ⊙ W.
+        correction = (merged * grad_context).sum(dim=-1)
+        if ortho:
+            correction = correction + (gram_k * weights_k).sum(dim=-1)
+        grad_k = _heads_last_empty(q, geo.dim, k.dtype)
+        grad_v = _heads_last_empty(q, geo.dim_v, v.dtype)
+        keys_bwd[geo.grid()](
+            k, v, mask_arg, top, inverse, grad_context, correction.contiguous(), weights_k,
+            grad_k, grad_v,
+            geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
+            *_strides(k), *_strides(v), *_strides(grad_k), *_strides(grad_v),
+            mask_arg.stride(0) if has_mask else 0,
+            HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind, **geo.meta(),
+        )
+        grad_theta = grad_theta.sum(dim=(0, 1))[: K + 1].to(ctx.theta_dtype)
+        return grad_q, grad_k, grad_v, grad_logits, grad_theta, *[None] * 7
+
+
+def _eager_backward(ctx, grad_out, grad_reg):
+    """The gradients through the eager layer (after a kernel failure in the backward pass)."""
+    from .agf import agf_layer
+
+    q, k, v, logits, mask = ctx.saved_tensors[:5]
+    theta = ctx.saved_tensors[8].to(ctx.theta_dtype)
+    leaves = [x.detach().requires_grad_() for x in (q, k, v, logits, theta)]
+    with torch.enable_grad():
+        out, reg = agf_layer.eager(*leaves, mask, **ctx.layer)
+        outputs, grads = [out], [grad_out if grad_out is not None else torch.zeros_like(out)]
+        if reg is not None and grad_reg is not None:
+            outputs.append(reg)
+            grads.append(grad_reg)
+        found = torch.autograd.grad(outputs, leaves, grads, allow_unused=True)
+    return *found, *[None] * 7
+
+
+def agf_triton_layer(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    singular_logits: Tensor,
+    theta: Tensor,
+    key_padding_mask: Tensor | None = None,
+    *,
+    basis: str = "jacobi",
+    a: float = 1.0,
+    b: float = 1.0,
+    orthogonality: bool = True,
+    products_dtype: torch.dtype | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`~filterformer.functional.agf_layer` through Triton kernels (same arguments, same
+    results up to rounding).
+
+    Args:
+        q, k: ``(B, h, N, d)`` the U and Vs projections (any strides with unit stride along d).
+        v: ``(B, h, N, d_v)`` values.
+        singular_logits: ``(B, h, N, d)`` ``X W_Σ`` before the sigmoid.
+        theta: ``(K+1,)`` filter coefficients.
+        key_padding_mask: ``(B, N)`` bool, True at real tokens.
+        basis, a, b: the polynomial basis.
+        orthogonality: whether to compute the regulariser.
+        products_dtype: the dtype of the products over tokens and of ``out``; float32 when None.
+
+    Returns:
+        ``(out, reg)``: ``(B, h, N, d_v)`` (its memory laid out ``(B, N, h, d_v)``) and the
+        regulariser (a float32 scalar) or None.
+    """
+    if q.dim() != 4 or k.shape != q.shape or singular_logits.shape != q.shape:
+        raise ValueError(
+            f"q, k and singular_logits must share one shape (B, h, N, d); got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(singular_logits.shape)}"
+        )
+    if v.dim() != 4 or v.shape[:-1] != q.shape[:-1]:
+        raise ValueError(f"v must have shape (B, h, N, d_v) with q's (B, h, N) "
+                         f"{tuple(q.shape[:-1])}; got {tuple(v.shape)}")
+    if max(q.shape[-1], v.shape[-1]) > AGF_TRITON_MAX_HEAD_DIM:
+        raise ValueError(f"head widths above {AGF_TRITON_MAX_HEAD_DIM} are not supported; got "
+                         f"d={q.shape[-1]}, d_v={v.shape[-1]}")
+    if theta.dim() != 1 or theta.numel() < 1:
+        raise ValueError(f"theta must have shape (K+1,) with K >= 0; got {tuple(theta.shape)}")
+    mask = check_key_padding_mask(key_padding_mask, q.shape[0], q.shape[-2])
+    recursion = polynomial_recursion(theta.numel() - 1, basis, a, b)
+    q, k, v, singular_logits = (_unit_last(x) for x in (q, k, v, singular_logits))
+    out, reg = _AGFLayer.apply(
+        q, k, v, singular_logits, theta, mask, recursion, bool(orthogonality), products_dtype,
+        basis, a, b,
+    )
+    return out, (reg if orthogonality else None)
+
+
+def agf_layer_for(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    singular_logits: Tensor,
+    theta: Tensor,
+    key_padding_mask: Tensor | None = None,
+    **options,
+) -> tuple[Tensor, Tensor | None]:
+    """AGF's layer by the fastest path for these tensors: :func:`agf_triton_layer` where
+    :func:`agf_triton_applies`, else :func:`~filterformer.functional.agf_layer` (a compiled
+    region on CUDA, eager elsewhere). A Triton failure is reported once with a warning and the
+    other path is taken from then on. Arguments and results as :func:`agf_triton_layer`'s."""
+    from .agf import agf_layer
+
+    if agf_triton_applies(q, k, v):
+        try:
+            return agf_triton_layer(q, k, v, singular_logits, theta, key_padding_mask, **options)
+        except Exception as err:
+            if not is_triton_error(err):
+                raise
+            _SWITCH.fail(err)
+    return agf_layer(q, k, v, singular_logits, theta, key_padding_mask, **options)

@@ -1,0 +1,82 @@
+"""When filterformer's Triton kernels run, and what happens when they cannot.
+
+The kernels run on CUDA tensors where Triton can be imported (a CUDA build of PyTorch ships it)
+and ``FILTERFORMER_FUSED`` is not ``never``; on the CPU only under ``TRITON_INTERPRET=1``, called
+directly (the tests). Each method's kernels have a :class:`KernelSwitch`: a Triton failure while
+compiling or launching is reported once with a warning, and that method takes its other path
+(compiled or eager) for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+import torch
+from torch import Tensor
+
+__all__ = ["KernelSwitch", "dot_kind", "interpreted", "is_triton_error", "triton_available"]
+
+
+@functools.cache
+def triton_available() -> bool:
+    """Whether Triton can be imported (a CUDA build of PyTorch ships it; the CPU one does not)."""
+    try:
+        import triton
+        import triton.language  # noqa: F401
+    except Exception:  # any import failure means no kernels
+        return False
+    return True
+
+
+def interpreted() -> bool:
+    """Whether kernels run in Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def dot_kind(dtype: torch.dtype | None) -> int:
+    """The kernels' ``DOT_KIND`` for products in ``dtype``: 0 float32 (or None), 1 bfloat16,
+    2 float16; 3 and 4 in the interpreter, whose half-precision products are wrong (the operands
+    are rounded to the half precision and multiplied in float32 instead)."""
+    kind = {torch.bfloat16: 1, torch.float16: 2}.get(dtype, 0)
+    return kind + 2 if kind and interpreted() else kind
+
+
+def is_triton_error(err: Exception) -> bool:
+    """Whether ``err`` comes from Triton's compiler or runtime (not from an argument check)."""
+    return type(err).__module__.startswith("triton")
+
+
+class KernelSwitch:
+    """Whether one method's kernels may run on given tensors, and their failure record.
+
+    Args:
+        method: the method's name, for the warning.
+    """
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        self.failed = False
+
+    def allows(self, x: Tensor) -> bool:
+        """CUDA ``x`` in float32, bfloat16 or float16, Triton importable, not inside a model being
+        compiled (there the eager path is traced), ``FILTERFORMER_FUSED`` not ``never``, and no
+        earlier failure."""
+        return (
+            x.is_cuda
+            and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+            and not self.failed
+            and os.environ.get("FILTERFORMER_FUSED", "cuda").strip().lower() != "never"
+            and not torch.compiler.is_compiling()
+            and triton_available()
+        )
+
+    def fail(self, err: Exception) -> None:
+        """Record a kernel failure: warn once; the method takes its other path from now on."""
+        self.failed = True
+        warnings.warn(
+            f"filterformer: {self.method}'s Triton kernels failed ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}); it runs its compiled or eager "
+            f"path from now on", RuntimeWarning, stacklevel=3,
+        )

@@ -1,0 +1,103 @@
+"""The Triton kernels compiled for the GPU: AGF's layer (forward and backward) and SAMSA's
+sampled attention against float64 references on the CPU, masks and gradients included, and the
+modules taking them on CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from filterformer.attention import build_attention
+from filterformer.functional import agf_layer
+from filterformer.functional.agf_triton import agf_triton_applies, agf_triton_layer
+from filterformer.functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
+
+from ..functional.test_agf_triton import CASES, _inputs, _relative, _run
+from ..functional.test_samsa_triton import _gathered_attention
+
+pytestmark = pytest.mark.cuda
+
+
+def _on(device, tensors, mask):
+    return [t.to(device) for t in tensors], None if mask is None else mask.to(device)
+
+
+@pytest.mark.parametrize(("batch", "heads", "length", "dim", "dim_v", "order", "basis", "masked",
+                          "orthogonality"), CASES)
+def test_agf_kernels_equal_float64(
+    cuda_device, batch, heads, length, dim, dim_v, order, basis, masked, orthogonality
+):
+    tensors, mask = _inputs(batch, heads, length, dim, dim_v, max(order, 1), masked,
+                            strided=dim == 16)
+    if order == 0:
+        tensors[4] = tensors[4][:0]
+    grad_out = torch.randn(batch, heads, length, dim_v)
+    options = {"basis": basis, "a": 1.5, "b": 0.5, "orthogonality": orthogonality}
+    on_gpu, gpu_mask = _on(cuda_device, tensors, mask)
+    out, reg, grads = _run(agf_triton_layer, on_gpu, gpu_mask, grad_out.to(cuda_device),
+                           torch.float32, **options)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64,
+                                       **options)
+    assert _relative(out.cpu(), ref_out) < 1e-5
+    if orthogonality:
+        assert abs(reg.item() - ref_reg.item()) < 1e-5 * max(1.0, abs(ref_reg.item()))
+    for got, want in zip(grads, ref_grads, strict=True):
+        if want.numel() and want.any():
+            assert _relative(got.cpu(), want) < 1e-5
+
+
+def test_agf_bf16_products_on_the_gpu_round_as_the_eager_layer(cuda_device):
+    tensors, mask = _inputs(4, 12, 300, 64, 64, 5, masked=True)
+    on_gpu, gpu_mask = _on(cuda_device, tensors, mask)
+    grad_out = torch.randn(4, 12, 300, 64, device=cuda_device)
+    out, reg, grads = _run(agf_triton_layer, on_gpu, gpu_mask, grad_out, torch.float32,
+                           products_dtype=torch.bfloat16)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out.cpu(),
+                                       torch.float64)
+    assert out.dtype == torch.bfloat16
+    assert _relative(out.cpu(), ref_out) < 3e-2
+    assert abs(reg.item() - ref_reg.item()) < 3e-2
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert _relative(got.cpu(), want) < 3e-2
+
+
+def test_the_agf_module_takes_the_kernels_on_cuda(cuda_device):
+    layer = build_attention("agf", dim=64, num_heads=4).to(cuda_device)
+    q = torch.randn(2, 4, 10, 16, device=cuda_device)
+    assert agf_triton_applies(q, q, q)
+    x = torch.randn(2, 10, 64, device=cuda_device, requires_grad=True)
+    reference = build_attention("agf", dim=64, num_heads=4).double()
+    reference.load_state_dict(layer.state_dict())
+    out = layer(x)
+    ref = reference(x.detach().cpu().double().requires_grad_())
+    assert _relative(out.detach().cpu(), ref.detach()) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_samsa_kernel_equals_float64(cuda_device, dtype):
+    batch, heads, length, dim, supports, samples = 3, 4, 777, 64, 512, 256
+    q, k, v = (torch.randn(batch, heads, length, dim) for _ in range(3))
+    sk, sv = torch.randn(heads, supports, dim), torch.randn(heads, supports, dim)
+    index = torch.stack([torch.stack([torch.randperm(length + supports)[:samples]
+                                      for _ in range(heads)]) for _ in range(batch)])
+    out = samsa_sampled_attention(*(t.to(cuda_device, dtype) for t in (q, k, v, sk, sv)),
+                                  index.to(cuda_device), 0.125)
+    ref = _gathered_attention(*(t.to(dtype) for t in (q, k, v, sk, sv)), index, 0.125)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert ((out.cpu().double() - ref).norm() / ref.norm()).item() < tolerance
+
+
+def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_device):
+    layer = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard").eval()
+    reference = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard")
+    reference.load_state_dict(layer.state_dict())
+    reference = reference.double().eval()
+    layer = layer.to(cuda_device)
+    x = torch.randn(2, 50, 64)
+    mask = torch.rand(2, 50) > 0.3
+    mask[:, 0] = True
+    with torch.no_grad():
+        assert samsa_triton_applies(x.to(cuda_device).view(2, 1, 50, 64))
+        out = layer(x.to(cuda_device), padding_mask=mask.to(cuda_device))
+        ref = reference(x.double(), padding_mask=mask)
+    assert _relative(out.cpu(), ref) < 1e-5

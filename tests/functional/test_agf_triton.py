@@ -1,0 +1,171 @@
+"""AGF's Triton kernels equal the eager layer in float64: values, the regulariser and every
+gradient, with padding masks, in every basis, across the kernels' chunks, with strided inputs;
+half-precision products as the eager layer's; and the module falls back on a kernel failure."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from filterformer.functional import agf_coefficients, agf_layer
+from filterformer.functional import agf_triton as agf_triton_module
+from filterformer.functional.agf_triton import (
+    agf_layer_for,
+    agf_triton_applies,
+    agf_triton_layer,
+    polynomial_recursion,
+)
+from filterformer.functional.polynomials import polynomial_basis
+
+from .triton_interpreter import FakeTritonError, interpreter_only
+
+pytestmark = interpreter_only
+
+
+def _inputs(batch, heads, length, dim, dim_v, order, masked, strided=False):
+    if strided:  # q, k and logits as the module's views of one projection
+        joint = torch.randn(batch, length, 3, heads, dim)
+        q, k, logits = (joint[:, :, i].transpose(1, 2) for i in range(3))
+    else:
+        q, k, logits = (torch.randn(batch, heads, length, dim) for _ in range(3))
+    v = torch.randn(batch, heads, length, dim_v)
+    p = torch.randn(order)
+    mask = None
+    if masked:
+        mask = torch.rand(batch, length) > 0.3
+        mask[0, 0] = True
+        if batch > 1:
+            mask[-1] = False  # a sample with no real token
+    return [q, k, v, logits, p], mask
+
+
+def _run(layer, tensors, mask, grad_out, dtype, **options):
+    leaves = [t.detach().to(dtype).requires_grad_() for t in tensors]
+    out, reg = layer(*leaves[:4], agf_coefficients(leaves[4]), mask, **options)
+    loss = (out.to(dtype) * grad_out.to(dtype)).sum()
+    if reg is not None:
+        loss = loss + 3.0 * reg
+    # With K = 0 the filter is 1: the singular values' logits get no gradient (zeros here).
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)
+    return out, reg, grads
+
+
+def _relative(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm().clamp(min=1e-30)).item()
+
+
+CASES = [  # (B, h, N, d, d_v, K, basis, masked, orthogonality)
+    (2, 2, 37, 16, 16, 3, "jacobi", False, True),
+    (2, 2, 41, 16, 16, 3, "jacobi", True, True),
+    (2, 3, 150, 24, 20, 5, "chebyshev", True, True),
+    (1, 2, 70, 64, 64, 2, "monomial", True, False),
+    (2, 1, 90, 32, 16, 4, "legendre", False, False),
+    (1, 1, 20, 16, 16, 0, "jacobi", True, True),
+]
+
+
+@pytest.mark.parametrize(("batch", "heads", "length", "dim", "dim_v", "order", "basis", "masked",
+                          "orthogonality"), CASES)
+def test_kernels_equal_the_eager_layer_in_float64(
+    batch, heads, length, dim, dim_v, order, basis, masked, orthogonality
+):
+    tensors, mask = _inputs(batch, heads, length, dim, dim_v, max(order, 1), masked,
+                            strided=dim == 16)
+    if order == 0:
+        tensors[4] = tensors[4][:0]
+    grad_out = torch.randn(batch, heads, length, dim_v)
+    options = {"basis": basis, "a": 1.5, "b": 0.5, "orthogonality": orthogonality}
+    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32, **options)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64,
+                                       **options)
+    assert out.dtype == torch.float32 and out.shape == ref_out.shape
+    assert _relative(out, ref_out) < 1e-5
+    if orthogonality:
+        assert abs(reg.item() - ref_reg.item()) < 1e-5 * max(1.0, abs(ref_reg.item()))
+    else:
+        assert reg is None and ref_reg is None
+    names = ("q", "k", "v", "singular_logits", "p")
+    for name, got, want in zip(names, grads, ref_grads, strict=True):
+        if want.numel() == 0:
+            continue
+        if not want.any():
+            assert not got.any(), name
+            continue
+        assert _relative(got, want) < 1e-5, name
+    if mask is not None and batch > 1:  # the sample without real tokens: no key gradient
+        assert grads[1][-1].abs().max() == 0 and grads[2][-1].abs().max() == 0
+
+
+@pytest.mark.parametrize("products", [torch.bfloat16, torch.float16])
+def test_half_precision_products_round_as_the_eager_layer(products):
+    tensors, mask = _inputs(2, 2, 50, 16, 16, 3, masked=True)
+    grad_out = torch.randn(2, 2, 50, 16)
+    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32,
+                           products_dtype=products)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
+    assert out.dtype == products
+    # Both round the products' operands to half precision: errors of that size, no larger.
+    tolerance = 3e-2 if products == torch.bfloat16 else 5e-3
+    assert _relative(out, ref_out) < tolerance
+    assert abs(reg.item() - ref_reg.item()) < tolerance
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert _relative(got, want) < tolerance
+
+
+def test_half_precision_inputs_give_gradients_in_their_dtype():
+    tensors, mask = _inputs(1, 2, 30, 16, 16, 2, masked=True)
+    leaves = [t.to(torch.bfloat16).requires_grad_() for t in tensors[:4]]
+    out, reg = agf_triton_layer(*leaves, agf_coefficients(tensors[4]), mask,
+                                products_dtype=torch.bfloat16)
+    (out.float().sum() + reg).backward()
+    for leaf in leaves:
+        assert leaf.grad.dtype == torch.bfloat16 and leaf.grad.shape == leaf.shape
+        assert torch.isfinite(leaf.grad.float()).all()
+
+
+def test_the_recursion_table_reproduces_every_basis():
+    x = torch.rand(50, dtype=torch.float64)
+    for basis, a, b in (("jacobi", 1.0, 1.0), ("jacobi", 2.0, -0.5), ("legendre", 0, 0),
+                        ("chebyshev", 0, 0), ("monomial", 0, 0)):
+        table = polynomial_recursion(4, basis, a, b)
+        previous, current, terms = torch.zeros_like(x), torch.ones_like(x), [torch.ones_like(x)]
+        for alpha, beta, gamma in table[1:].tolist():
+            previous, current = current, (alpha * x + beta) * current - gamma * previous
+            terms.append(current)
+        torch.testing.assert_close(torch.stack(terms, -1), polynomial_basis(x, 4, basis, a, b))
+
+
+def test_bad_shapes_are_refused_by_name():
+    q = torch.randn(1, 2, 8, 16)
+    theta = torch.ones(3)
+    with pytest.raises(ValueError, match="singular_logits"):
+        agf_triton_layer(q, q, q, q[..., :8], theta)
+    with pytest.raises(ValueError, match="v must have shape"):
+        agf_triton_layer(q, q, q[:, :, :4], q, theta)
+    with pytest.raises(ValueError, match="head widths"):
+        wide = torch.randn(1, 1, 4, 256)
+        agf_triton_layer(wide, wide, wide, wide, theta)
+
+
+def test_the_cpu_takes_the_eager_layer():
+    q = torch.randn(1, 2, 8, 16)
+    assert not agf_triton_applies(q, q, q)
+
+
+def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
+    switch = agf_triton_module._SWITCH
+    monkeypatch.setattr(switch, "failed", False)
+    monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
+
+    def broken():
+        raise FakeTritonError("out of resources")
+
+    monkeypatch.setattr(agf_triton_module, "_kernels", broken)
+    tensors, mask = _inputs(1, 2, 12, 16, 16, 2, masked=True)
+    args = (*tensors[:4], agf_coefficients(tensors[4]), mask)
+    with pytest.warns(RuntimeWarning, match="AGF's Triton kernels failed"):
+        out, reg = agf_layer_for(*args)
+    assert switch.failed
+    ref_out, ref_reg = agf_layer(*args)
+    torch.testing.assert_close(out, ref_out)
+    torch.testing.assert_close(reg, ref_reg)

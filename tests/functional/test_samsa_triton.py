@@ -1,0 +1,111 @@
+"""SAMSA's sampled-attention kernel equals attention to the gathered rows in float64, and the
+module's evaluation with it equals its evaluation without, falling back on a kernel failure."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from filterformer.attention import build_attention
+from filterformer.functional import samsa_triton as samsa_triton_module
+from filterformer.functional.samsa_triton import samsa_sampled_attention
+
+from .triton_interpreter import FakeTritonError, interpreter_only
+
+pytestmark = interpreter_only
+
+
+def _gathered_attention(q, k, v, support_keys, support_values, index, scale):
+    batch = q.shape[0]
+    keys = torch.cat([k, support_keys.expand(batch, -1, -1, -1)], dim=2).double()
+    values = torch.cat([v, support_values.expand(batch, -1, -1, -1)], dim=2).double()
+    keys = keys.gather(2, index[..., None].expand(-1, -1, -1, keys.shape[-1]))
+    values = values.gather(2, index[..., None].expand(-1, -1, -1, values.shape[-1]))
+    weights = torch.softmax(q.double() @ keys.transpose(-1, -2) * scale, dim=-1)
+    return weights @ values
+
+
+@pytest.mark.parametrize(("batch", "heads", "length", "dim", "dim_v", "supports", "samples"), [
+    (2, 3, 37, 16, 16, 10, 20),
+    (1, 2, 130, 64, 64, 128, 64),
+    (2, 2, 50, 24, 20, 8, 70),  # more samples than one block, a head width not a power of 2
+    (1, 1, 5, 16, 16, 40, 20),  # fewer tokens than samples: mostly support tokens
+])
+def test_kernel_equals_attention_to_the_gathered_rows(
+    batch, heads, length, dim, dim_v, supports, samples
+):
+    q, k = torch.randn(batch, heads, length, dim), torch.randn(batch, heads, length, dim)
+    v = torch.randn(batch, heads, length, dim_v)
+    support_keys, support_values = torch.randn(heads, supports, dim), torch.randn(
+        heads, supports, dim_v)
+    index = torch.stack([torch.stack([torch.randperm(length + supports)[:samples]
+                                      for _ in range(heads)]) for _ in range(batch)])
+    scale = float(torch.rand(()) + 0.1)
+    out = samsa_sampled_attention(q, k, v, support_keys, support_values, index, scale)
+    ref = _gathered_attention(q, k, v, support_keys, support_values, index, scale)
+    assert out.shape == ref.shape and out.dtype == q.dtype
+    # float32 arithmetic against float64: rounding of logits up to |q||k|·scale ~ 10.
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=2e-5)
+
+
+def test_half_precision_rounds_as_flash_attention():
+    q, k, v = (torch.randn(2, 2, 80, 32).to(torch.bfloat16) for _ in range(3))
+    support_keys, support_values = (torch.randn(2, 64, 32).to(torch.bfloat16) for _ in range(2))
+    index = torch.stack([torch.randperm(144)[:32].view(1, 32).repeat(2, 1)] * 2)
+    out = samsa_sampled_attention(q, k, v, support_keys, support_values, index, 32 ** -0.5)
+    ref = _gathered_attention(q, k, v, support_keys, support_values, index, 32 ** -0.5)
+    assert out.dtype == torch.bfloat16
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-2
+
+
+def test_bad_index_is_refused_by_name():
+    q = torch.randn(1, 2, 8, 16)
+    support = torch.randn(2, 4, 16)
+    with pytest.raises(ValueError, match="index must have shape"):
+        samsa_sampled_attention(q, q, q, support, support, torch.zeros(1, 3, 2, dtype=torch.long),
+                                0.25)
+
+
+def _allow_kernels(monkeypatch):
+    switch = samsa_triton_module.SWITCH
+    monkeypatch.setattr(switch, "failed", False)
+    monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
+    return switch
+
+
+def _layer_and_inputs():
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=8, mode="hard").eval()
+    x = torch.randn(3, 21, 32)
+    mask = torch.rand(3, 21) > 0.3
+    mask[:, 0] = True
+    return layer, x, mask
+
+
+def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
+    layer, x, mask = _layer_and_inputs()
+    with torch.no_grad():
+        eager = layer(x, padding_mask=mask)
+        _allow_kernels(monkeypatch)
+        calls = []
+        original = samsa_triton_module.samsa_sampled_attention
+        monkeypatch.setattr("filterformer.attention.samsa.samsa_sampled_attention",
+                            lambda *a: calls.append(1) or original(*a))
+        fast = layer(x, padding_mask=mask)
+    assert calls, "the kernel was not used"
+    torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
+    layer, x, mask = _layer_and_inputs()
+    with torch.no_grad():
+        eager = layer(x, padding_mask=mask)
+        switch = _allow_kernels(monkeypatch)
+
+        def broken():
+            raise FakeTritonError("out of resources")
+
+        monkeypatch.setattr(samsa_triton_module, "_kernel", broken)
+        with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+            fallen_back = layer(x, padding_mask=mask)
+    assert switch.failed
+    torch.testing.assert_close(fallen_back, eager)
