@@ -18,7 +18,7 @@ from ._triton_primitives import dot as _dot
 from ._triton_primitives import tile as _tile
 
 #: Stands for a padded key's logit: far below any real one, and finite in float32 arithmetic.
-NEG = -1.0e30
+NEG = tl.constexpr(-1.0e30)
 
 
 @triton.jit
