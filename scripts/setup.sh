@@ -35,6 +35,13 @@ extras="all"
 [ "$dev" = 1 ] && extras="all,dev"
 pip_install --constraint "$constraints" --editable ".[$extras]"
 
+# The Triton kernels' tests run them in Triton's interpreter where there is no CUDA: a CPU build of
+# torch does not ship Triton (a CUDA build does, at its own version, which is left alone).
+if [ "$dev" = 1 ] && ! "$py" -c "import triton" 2>/dev/null; then
+    pip_install "${FILTERFORMER_TRITON:-triton==3.9.0}" \
+        || echo "setup.sh: installing Triton failed; the Triton kernels' CPU tests will skip" >&2
+fi
+
 # A CUDA-built torchvision wheel beside a CPU torch cannot import; see the module's docstring.
 if "$py" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('torchvision') is None)" \
     && ! "$py" -c "import torchvision" 2>/dev/null; then
