@@ -13,7 +13,7 @@ from filterformer.functional.agf_triton import agf_triton_applies, agf_triton_la
 from filterformer.functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
 
 from ..functional.test_agf_triton import CASES, _inputs, _relative, _run
-from ..functional.test_samsa_triton import _gathered_attention
+from ..functional.test_samsa_triton import gathered_attention
 
 pytestmark = pytest.mark.cuda
 
@@ -82,7 +82,7 @@ def test_samsa_kernel_equals_float64(cuda_device, dtype):
                                       for _ in range(heads)]) for _ in range(batch)])
     out = samsa_sampled_attention(*(t.to(cuda_device, dtype) for t in (q, k, v, sk, sv)),
                                   index.to(cuda_device), 0.125)
-    ref = _gathered_attention(*(t.to(dtype) for t in (q, k, v, sk, sv)), index, 0.125)
+    ref = gathered_attention(*(t.to(dtype) for t in (q, k, v, sk, sv)), index, 0.125)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert ((out.cpu().double() - ref).norm() / ref.norm()).item() < tolerance
 

@@ -15,7 +15,8 @@ from .triton_interpreter import FakeTritonError, interpreter_only
 pytestmark = interpreter_only
 
 
-def _gathered_attention(q, k, v, support_keys, support_values, index, scale):
+def gathered_attention(q, k, v, support_keys, support_values, index, scale):
+    """softmax(q Kᵀ·scale) V in float64, K and V the candidates (tokens then supports) at index."""
     batch = q.shape[0]
     keys = torch.cat([k, support_keys.expand(batch, -1, -1, -1)], dim=2).double()
     values = torch.cat([v, support_values.expand(batch, -1, -1, -1)], dim=2).double()
@@ -42,7 +43,7 @@ def test_kernel_equals_attention_to_the_gathered_rows(
                                       for _ in range(heads)]) for _ in range(batch)])
     scale = float(torch.rand(()) + 0.1)
     out = samsa_sampled_attention(q, k, v, support_keys, support_values, index, scale)
-    ref = _gathered_attention(q, k, v, support_keys, support_values, index, scale)
+    ref = gathered_attention(q, k, v, support_keys, support_values, index, scale)
     assert out.shape == ref.shape and out.dtype == q.dtype
     # float32 arithmetic against float64: rounding of logits up to |q||k|·scale ~ 10.
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=2e-5)
@@ -53,7 +54,7 @@ def test_half_precision_rounds_as_flash_attention():
     support_keys, support_values = (torch.randn(2, 64, 32).to(torch.bfloat16) for _ in range(2))
     index = torch.stack([torch.randperm(144)[:32].view(1, 32).repeat(2, 1)] * 2)
     out = samsa_sampled_attention(q, k, v, support_keys, support_values, index, 32 ** -0.5)
-    ref = _gathered_attention(q, k, v, support_keys, support_values, index, 32 ** -0.5)
+    ref = gathered_attention(q, k, v, support_keys, support_values, index, 32 ** -0.5)
     assert out.dtype == torch.bfloat16
     assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-2
 

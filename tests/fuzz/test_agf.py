@@ -14,6 +14,7 @@ from filterformer.functional import (
     agf,
     agf_coefficients,
     agf_filter,
+    agf_layer,
     agf_orthogonality,
     agf_response,
     efficient_feature_maps,
@@ -21,6 +22,8 @@ from filterformer.functional import (
     polynomial_basis,
     polynomial_series,
 )
+from filterformer.functional.agf_triton import agf_triton_layer
+from filterformer.functional.triton_support import interpreted, triton_available
 
 from . import reference
 from .strategies import (
@@ -217,3 +220,38 @@ def test_explicit_operator_and_coefficients_match_the_reference(case):
     assert_matches(out, operator.double() @ v.double(), case.attention.dtype,
                    magnitude=max_abs(ref_g) * max_abs(v) * max(case.attention.keys, 1),
                    conditioning=max_abs(q) + max_abs(k), depth=case.K + 1)
+
+
+@pytest.mark.skipif(not (triton_available() and interpreted()),
+                    reason="AGF's Triton kernels: Triton is not installed or not interpreted")
+@budget(0.5)
+@given(case=agf_cases(), orthogonality=st.booleans(), layout=st.integers(0, 2 ** 31 - 1))
+def test_triton_layer_matches_the_eager_layer_in_float64(case, orthogonality, layout):
+    """AGF's Triton kernels (in Triton's interpreter) against the eager layer in float64: the
+    output, the regulariser and every gradient, for drawn shapes, masks, bases and scales."""
+    c = case.attention
+    q, k, v, logits, _ = case.inputs()
+    gen = generator(layout)
+    p = torch.rand(case.K, generator=gen, dtype=torch.float64) * 2 - 1
+    padding = c.masks().key_padding_mask
+    grad_out = randn(gen, *v.shape, dtype=torch.float64)
+
+    def run(layer, dtype):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in (q, k, v, logits, p)]
+        out, reg = layer(*leaves[:4], agf_coefficients(leaves[4]), padding, basis=case.basis,
+                         a=case.a, b=case.b, orthogonality=orthogonality)
+        loss = (out.double() * grad_out).sum() + (reg.double() if reg is not None else 0.0)
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)
+        return [out, *([reg] if reg is not None else []), *grads]
+
+    got = run(agf_triton_layer, torch.float32)
+    want = run(agf_layer.eager, torch.float64)
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        # float32 against float64, relative to the largest entry: the filter's polynomial can
+        # reach |θ|·(K+1)·max|P_k| and the feature maps' softmaxes amplify the inputs' scale.
+        assert g.shape == w.shape, index
+        if w.numel() == 0:
+            continue
+        tolerance = 1e-4 * (case.K + 1) * max(1.0, c.scale) ** 2
+        error = (g.double() - w).abs().max().item()
+        assert error <= tolerance * max(1.0, w.abs().max().item()), (index, error)

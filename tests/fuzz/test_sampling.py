@@ -18,7 +18,10 @@ from filterformer.functional import (
     topk_gather,
     topk_split,
 )
+from filterformer.functional.samsa_triton import samsa_sampled_attention
+from filterformer.functional.triton_support import interpreted, triton_available
 
+from ..functional.test_samsa_triton import gathered_attention
 from . import reference
 from .strategies import (
     DTYPES,
@@ -165,3 +168,30 @@ def test_bad_arguments_are_named(bad, case):
         arguments = {"scores": scores, "candidates": arguments["candidates"],
                      "k": arguments["k"]}
         assert_refused(lambda: topk_gather(**arguments), argument)
+
+
+@pytest.mark.skipif(not (triton_available() and interpreted()),
+                    reason="SAMSA's Triton kernel: Triton is not installed or not interpreted")
+@budget(0.5)
+@given(batch=st.integers(1, 3), heads=st.integers(1, 3), length=st.integers(1, 90),
+       dim=st.integers(1, 40), dim_v=st.integers(1, 40), supports=st.integers(1, 70),
+       fraction=st.floats(0.01, 1.0), scale=st.sampled_from(SCALES), seed=st.integers(0, 2**31))
+def test_sampled_attention_kernel_matches_the_gathered_rows(
+    batch, heads, length, dim, dim_v, supports, fraction, scale, seed
+):
+    """SAMSA's gather-and-attend kernel (in Triton's interpreter) against attention to the
+    gathered rows in float64, for drawn shapes, sample counts (over one block of candidates or
+    several) and scales."""
+    gen = generator(seed)
+    samples = max(1, round(fraction * (length + supports)))
+    q, k = (randn(gen, batch, heads, length, dim, dtype=torch.float32, scale=scale)
+            for _ in range(2))
+    v = randn(gen, batch, heads, length, dim_v, dtype=torch.float32, scale=scale)
+    support_keys = randn(gen, heads, supports, dim, dtype=torch.float32, scale=scale)
+    support_values = randn(gen, heads, supports, dim_v, dtype=torch.float32, scale=scale)
+    index = torch.rand(batch, heads, length + supports, generator=gen).argsort(-1)[..., :samples]
+    out = samsa_sampled_attention(q, k, v, support_keys, support_values, index, dim ** -0.5)
+    expected = gathered_attention(q, k, v, support_keys, support_values, index, dim ** -0.5)
+    assert_matches(out, expected, torch.float32, magnitude=max_abs(v) + max_abs(support_values),
+                   conditioning=dim ** 0.5 * max_abs(q) * max(max_abs(k), max_abs(support_keys)),
+                   depth=2)
