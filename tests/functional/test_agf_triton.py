@@ -169,3 +169,20 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
     ref_out, ref_reg = agf_layer(*args)
     torch.testing.assert_close(out, ref_out)
     torch.testing.assert_close(reg, ref_reg)
+
+
+def test_passes_with_different_blocks_share_one_split_of_the_tokens(monkeypatch):
+    """Each pass may take its own rows per block (:data:`LAUNCH`): all four split the tokens
+    into the same chunks, so the key statistics, the context and their gradients line up."""
+    blocks = {"keys_forward": 16, "queries_forward": 64, "queries_backward": 32,
+              "keys_backward": 16}
+    monkeypatch.setattr(agf_triton_module, "LAUNCH",
+                        {name: {64: (rows, 4), 128: (rows, 4)} for name, rows in blocks.items()})
+    tensors, mask = _inputs(2, 2, 150, 16, 16, 3, masked=True)
+    grad_out = torch.randn(2, 2, 150, 16)
+    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
+    assert _relative(out, ref_out) < 1e-5
+    assert abs(reg.item() - ref_reg.item()) < 1e-5
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert _relative(got, want) < 1e-5

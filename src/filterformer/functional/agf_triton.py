@@ -35,6 +35,7 @@ from .triton_support import KernelSwitch, dot_kind, is_triton_error
 
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
+    "LAUNCH",
     "agf_layer_for",
     "agf_triton_applies",
     "agf_triton_layer",
@@ -136,6 +137,16 @@ def _heads_last_empty(like: Tensor, width: int, dtype: torch.dtype) -> Tensor:
     return torch.empty(batch, length, heads, width, dtype=dtype, device=like.device).transpose(1, 2)
 
 
+#: Each pass's launch: ``(rows per block, warps per program)`` for heads up to 64 wide and up to
+#: 128 wide. The passes share one split of the tokens into chunks, each a multiple of the largest
+#: block (no partial block inside a sequence). ``scripts/gpu_tune_agf.py`` times alternatives on
+#: a GPU.
+LAUNCH: dict[str, dict[int, tuple[int, int]]] = {
+    name: {64: (64, 4), 128: (32, 4)}
+    for name in ("keys_forward", "queries_forward", "queries_backward", "keys_backward")
+}
+
+
 class _Geometry:
     """Shapes, block sizes and splits of one call."""
 
@@ -143,15 +154,20 @@ class _Geometry:
         self.batch, self.heads, self.length, self.dim = q.shape
         self.dim_v = v.shape[-1]
         self.block_d, self.block_v = _pow2(self.dim), _pow2(self.dim_v)
-        self.block_n = 64 if max(self.block_d, self.block_v) <= 64 else 32
+        width = 64 if max(self.block_d, self.block_v) <= 64 else 128
+        self.launch = {name: table[width] for name, table in LAUNCH.items()}
         self.programs = self.batch * self.heads
-        self.chunk, self.splits = _chunks(self.length, self.block_n, self.programs)
+        largest = max(rows for rows, _ in self.launch.values())
+        self.chunk, self.splits = _chunks(self.length, largest, self.programs)
 
     def grid(self) -> tuple[int, int]:
         return self.programs, self.splits
 
-    def meta(self) -> dict[str, int]:
-        return {"BLOCK_N": self.block_n, "BLOCK_D": self.block_d, "BLOCK_DV": self.block_v}
+    def meta(self, kernel: str) -> dict[str, int]:
+        """The block sizes and warps of the pass named ``kernel`` (a key of :data:`LAUNCH`)."""
+        rows, warps = self.launch[kernel]
+        return {"BLOCK_N": rows, "BLOCK_D": self.block_d, "BLOCK_DV": self.block_v,
+                "num_warps": warps}
 
 
 def _merge_keys(
@@ -205,7 +221,7 @@ class _AGFLayer(torch.autograd.Function):
             k, v, mask_arg, maxima, sums, context, gram_k,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
             *_strides(k), *_strides(v), mask_arg.stride(0) if has_mask else 0,
-            HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind, **geo.meta(),
+            HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind, **geo.meta("keys_forward"),
         )
         top, inverse, merged, gram_k = _merge_keys(
             maxima, sums, context, gram_k if orthogonality else None
@@ -221,7 +237,7 @@ class _AGFLayer(torch.autograd.Function):
             *_strides(q), *_strides(logits), *_strides(out),
             mask_arg.stride(0) if has_mask else 0,
             K=theta.numel() - 1, HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind,
-            **geo.meta(),
+            **geo.meta("queries_forward"),
         )
         if orthogonality:
             gram_u = gram_u.sum(dim=1)
@@ -282,7 +298,7 @@ class _AGFLayer(torch.autograd.Function):
             *_strides(q), *_strides(logits), *_strides(grad_out), *_strides(grad_q),
             *_strides(grad_logits), mask_arg.stride(0) if has_mask else 0,
             K=K, BLOCK_K=block_k, HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind,
-            **geo.meta(),
+            **geo.meta("queries_backward"),
         )
         grad_context = grad_context.sum(dim=1)
         # Σ_n Vs ⊙ dVs per feature: Σ_j C ⊙ dC (as C = Vsᵀ V) plus the regulariser's Gk ⊙ W.
@@ -297,7 +313,8 @@ class _AGFLayer(torch.autograd.Function):
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
             *_strides(k), *_strides(v), *_strides(grad_k), *_strides(grad_v),
             mask_arg.stride(0) if has_mask else 0,
-            HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind, **geo.meta(),
+            HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind,
+            **geo.meta("keys_backward"),
         )
         grad_theta = grad_theta.sum(dim=(0, 1))[: K + 1].to(ctx.theta_dtype)
         return grad_q, grad_k, grad_v, grad_logits, grad_theta, *[None] * 7

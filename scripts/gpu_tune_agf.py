@@ -1,0 +1,93 @@
+"""Launch settings of AGF's Triton kernels, timed side by side on a GPU.
+
+    PYTHONPATH=src python scripts/gpu_tune_agf.py [--repeats 20]
+
+For each shape of the GPU targets (D=768, h=12, d=64, 32,768 tokens a batch at N=512, 4096 and
+16384; a padding mask at N=512 as the BERT-sized step has) and each candidate
+``(rows per block, warps)`` given to all four passes
+(:data:`filterformer.functional.agf_triton.LAUNCH`), times the layer's forward (inference) and
+forward + backward (training) in bf16 products, after warm-up, with CUDA events, the candidates
+interleaved round by round so that drift falls on all alike. Prints one table per mode: ms per
+call and each candidate's time over the current setting's. CUDA only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from filterformer.functional import agf_coefficients
+from filterformer.functional import agf_triton as agf_triton_module
+from filterformer.functional.agf_triton import agf_triton_layer
+
+CANDIDATES = [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]
+SHAPES = [(32, 512, True), (8, 4096, False), (2, 16384, False)]  # (B, N, padding mask)
+
+
+def _inputs(batch: int, length: int, masked: bool):
+    heads, dim = 12, 64
+    joint = torch.randn(batch, length, 4, heads, dim, device="cuda", dtype=torch.bfloat16)
+    q, k, v, logits = (joint[:, :, i].transpose(1, 2).requires_grad_() for i in range(4))
+    p = torch.zeros(5, device="cuda", requires_grad=True)
+    mask = None
+    if masked:
+        lengths = torch.randint(length // 2, length + 1, (batch,), device="cuda")
+        mask = torch.arange(length, device="cuda")[None, :] < lengths[:, None]
+    return q, k, v, logits, p, mask
+
+
+def _step(tensors, training: bool):
+    q, k, v, logits, p, mask = tensors
+
+    def run():
+        out, reg = agf_triton_layer(q, k, v, logits, agf_coefficients(p), mask,
+                                    products_dtype=torch.bfloat16)
+        if training:
+            (out.float().square().mean() + reg).backward()
+
+    return run
+
+
+def _time(run, repeats: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        run()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    current = agf_triton_module.LAUNCH["keys_forward"][64]
+    for training in (False, True):
+        print(f"\n== {'training (forward + backward)' if training else 'inference (forward)'}")
+        print("| B | N | mask | " + " | ".join(f"{r}×{w}" for r, w in CANDIDATES) + " |")
+        print("|---|---|---|" + "---:|" * len(CANDIDATES))
+        for batch, length, masked in SHAPES:
+            tensors = _inputs(batch, length, masked)
+            run = _step(tensors, training)
+            times: dict[tuple[int, int], list[float]] = {c: [] for c in CANDIDATES}
+            for _ in range(args.rounds):
+                for candidate in CANDIDATES:
+                    agf_triton_module.LAUNCH = {
+                        name: {64: candidate, 128: candidate} for name in agf_triton_module.LAUNCH
+                    }
+                    with torch.inference_mode(not training):
+                        run()  # compiles on a candidate's first round
+                        times[candidate].append(_time(run, args.repeats))
+            medians = {c: statistics.median(t) for c, t in times.items()}
+            base = medians.get(current) or min(medians.values())
+            cells = [f"{medians[c]:.3f} ({medians[c] / base:.2f})" for c in CANDIDATES]
+            print(f"| {batch} | {length} | {masked} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
