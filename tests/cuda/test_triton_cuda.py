@@ -12,7 +12,13 @@ from filterformer.functional import agf_layer
 from filterformer.functional.agf_triton import agf_triton_applies, agf_triton_layer
 from filterformer.functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
 
-from ..functional.test_agf_triton import CASES, _inputs, _relative, _run
+from ..functional.test_agf_triton import (
+    CASES,
+    _inputs,
+    _relative,
+    _run,
+    assert_kernels_equal_the_eager_layer,
+)
 from ..functional.test_samsa_triton import gathered_attention
 
 pytestmark = pytest.mark.cuda
@@ -22,28 +28,9 @@ def _on(device, tensors, mask):
     return [t.to(device) for t in tensors], None if mask is None else mask.to(device)
 
 
-@pytest.mark.parametrize(("batch", "heads", "length", "dim", "dim_v", "order", "basis", "masked",
-                          "orthogonality"), CASES)
-def test_agf_kernels_equal_float64(
-    cuda_device, batch, heads, length, dim, dim_v, order, basis, masked, orthogonality
-):
-    tensors, mask = _inputs(batch, heads, length, dim, dim_v, max(order, 1), masked,
-                            strided=dim == 16)
-    if order == 0:
-        tensors[4] = tensors[4][:0]
-    grad_out = torch.randn(batch, heads, length, dim_v)
-    options = {"basis": basis, "a": 1.5, "b": 0.5, "orthogonality": orthogonality}
-    on_gpu, gpu_mask = _on(cuda_device, tensors, mask)
-    out, reg, grads = _run(agf_triton_layer, on_gpu, gpu_mask, grad_out.to(cuda_device),
-                           torch.float32, **options)
-    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64,
-                                       **options)
-    assert _relative(out.cpu(), ref_out) < 1e-5
-    if orthogonality:
-        assert abs(reg.item() - ref_reg.item()) < 1e-5 * max(1.0, abs(ref_reg.item()))
-    for got, want in zip(grads, ref_grads, strict=True):
-        if want.numel() and want.any():
-            assert _relative(got.cpu(), want) < 1e-5
+@pytest.mark.parametrize("case", CASES)
+def test_agf_kernels_equal_float64(cuda_device, case):
+    assert_kernels_equal_the_eager_layer(case, cuda_device)
 
 
 def test_agf_bf16_products_on_the_gpu_round_as_the_eager_layer(cuda_device):

@@ -64,22 +64,24 @@ CASES = [  # (B, h, N, d, d_v, K, basis, masked, orthogonality)
 ]
 
 
-@pytest.mark.parametrize(("batch", "heads", "length", "dim", "dim_v", "order", "basis", "masked",
-                          "orthogonality"), CASES)
-def test_kernels_equal_the_eager_layer_in_float64(
-    batch, heads, length, dim, dim_v, order, basis, masked, orthogonality
-):
+def assert_kernels_equal_the_eager_layer(case: tuple, device: torch.device) -> None:
+    """AGF's Triton layer on ``device`` in float32 against the eager layer in float64 on the CPU,
+    for one of :data:`CASES`: the output, the regulariser and every gradient."""
+    batch, heads, length, dim, dim_v, order, basis, masked, orthogonality = case
     tensors, mask = _inputs(batch, heads, length, dim, dim_v, max(order, 1), masked,
                             strided=dim == 16)
     if order == 0:
         tensors[4] = tensors[4][:0]
     grad_out = torch.randn(batch, heads, length, dim_v)
     options = {"basis": basis, "a": 1.5, "b": 0.5, "orthogonality": orthogonality}
-    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32, **options)
+    out, reg, grads = _run(
+        agf_triton_layer, [t.to(device) for t in tensors],
+        None if mask is None else mask.to(device), grad_out.to(device), torch.float32, **options,
+    )
     ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64,
                                        **options)
     assert out.dtype == torch.float32 and out.shape == ref_out.shape
-    assert _relative(out, ref_out) < 1e-5
+    assert _relative(out.cpu(), ref_out) < 1e-5
     if orthogonality:
         assert abs(reg.item() - ref_reg.item()) < 1e-5 * max(1.0, abs(ref_reg.item()))
     else:
@@ -91,9 +93,14 @@ def test_kernels_equal_the_eager_layer_in_float64(
         if not want.any():
             assert not got.any(), name
             continue
-        assert _relative(got, want) < 1e-5, name
+        assert _relative(got.cpu(), want) < 1e-5, name
     if mask is not None and batch > 1:  # the sample without real tokens: no key gradient
         assert grads[1][-1].abs().max() == 0 and grads[2][-1].abs().max() == 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kernels_equal_the_eager_layer_in_float64(case):
+    assert_kernels_equal_the_eager_layer(case, torch.device("cpu"))
 
 
 @pytest.mark.parametrize("products", [torch.bfloat16, torch.float16])

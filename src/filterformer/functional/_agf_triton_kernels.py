@@ -62,6 +62,33 @@ def _filter(x, THETA, REC, K: tl.constexpr):
 
 
 @triton.jit
+def _program(H, D, DV, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
+    """This program's (sample, head) ``bh`` and its sample ``b`` and head ``hh`` (int64), the
+    feature offsets and their masks."""
+    bh = tl.program_id(0)
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_v = tl.arange(0, BLOCK_DV)
+    return (bh, (bh // H).to(tl.int64), (bh % H).to(tl.int64), offs_d, offs_v, offs_d < D,
+            offs_v < DV)
+
+
+@triton.jit
+def _per_head(PTR, bh, ROWS, COLS, offs_r, offs_c, rmask, cmask):
+    """The ``(ROWS, COLS)`` float32 matrix of (sample, head) ``bh`` in a contiguous
+    ``(B·h, ROWS, COLS)`` buffer (0 in the blocks' padding)."""
+    ptrs = PTR + bh.to(tl.int64) * ROWS * COLS + offs_r[:, None] * COLS + offs_c[None, :]
+    return tl.load(ptrs, mask=rmask[:, None] & cmask[None, :], other=0.0)
+
+
+@triton.jit
+def _store_part(PTR, part, ROWS, COLS, value, offs_r, offs_c, rmask, cmask):
+    """Store a program's ``(ROWS, COLS)`` partial result at index ``part`` of a contiguous
+    ``(B·h·splits, ROWS, COLS)`` buffer."""
+    ptrs = PTR + part * ROWS * COLS + offs_r[:, None] * COLS + offs_c[None, :]
+    tl.store(ptrs, value, mask=rmask[:, None] & cmask[None, :])
+
+
+@triton.jit
 def agf_keys_forward(
     K_, V_, MASK, M_OUT, S_OUT, C_OUT, G_OUT,
     H, N, D, DV, CHUNK,
@@ -71,15 +98,9 @@ def agf_keys_forward(
 ):
     """Per chunk: the running column maximum m and sum of ``exp(K − m)``, ``exp(K − m)ᵀ V`` and
     (``GRAM``) ``exp(K − m)ᵀ exp(K − m)``, padded keys left out."""
-    bh = tl.program_id(0)
+    bh, b, hh, offs_d, offs_v, dmask, vmask = _program(H, D, DV, BLOCK_D, BLOCK_DV)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
-    dmask = offs_d < D
-    vmask = offs_v < DV
     k_base = K_ + b * skb + hh * skh
     v_base = V_ + b * svb + hh * svh
     m = tl.full([BLOCK_D], NEG, tl.float32)
@@ -107,11 +128,9 @@ def agf_keys_forward(
     part = (bh * splits + split).to(tl.int64)
     tl.store(M_OUT + part * D + offs_d, m, mask=dmask)
     tl.store(S_OUT + part * D + offs_d, s, mask=dmask)
-    tl.store(C_OUT + part * D * DV + offs_d[:, None] * DV + offs_v[None, :], acc,
-             mask=dmask[:, None] & vmask[None, :])
+    _store_part(C_OUT, part, D, DV, acc, offs_d, offs_v, dmask, vmask)
     if GRAM:
-        tl.store(G_OUT + part * D * D + offs_d[:, None] * D + offs_d[None, :], gram,
-                 mask=dmask[:, None] & dmask[None, :])
+        _store_part(G_OUT, part, D, D, gram, offs_d, offs_d, dmask, dmask)
 
 
 @triton.jit
@@ -124,17 +143,10 @@ def agf_queries_forward(
 ):
     """Per block of tokens: ``(ρq(Q) ⊙ G(sigmoid(L))) C``, and (``GRAM``) the chunk's
     ``ρq(Q)ᵀ ρq(Q)`` over real tokens."""
-    bh = tl.program_id(0)
+    bh, b, hh, offs_d, offs_v, dmask, vmask = _program(H, D, DV, BLOCK_D, BLOCK_DV)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
-    dmask = offs_d < D
-    vmask = offs_v < DV
-    c = tl.load(C + bh.to(tl.int64) * D * DV + offs_d[:, None] * DV + offs_v[None, :],
-                mask=dmask[:, None] & vmask[None, :], other=0.0)
+    c = _per_head(C, bh, D, DV, offs_d, offs_v, dmask, vmask)
     q_base = Q + b * sqb + hh * sqh
     l_base = L + b * slb + hh * slh
     o_base = OUT + b * sob + hh * soh
@@ -156,8 +168,7 @@ def agf_queries_forward(
             gram = gram + _dot(tl.trans(kept), kept, DOT_KIND)
     if GRAM:
         part = (bh * splits + split).to(tl.int64)
-        tl.store(G_OUT + part * D * D + offs_d[:, None] * D + offs_d[None, :], gram,
-                 mask=dmask[:, None] & dmask[None, :])
+        _store_part(G_OUT, part, D, D, gram, offs_d, offs_d, dmask, dmask)
 
 
 @triton.jit
@@ -171,22 +182,14 @@ def agf_queries_backward(
 ):
     """Per block of tokens: ``dQ`` and ``dL`` (stored), the chunk's ``dC = (U ⊙ G)ᵀ dOut`` and
     ``dθ_k = Σ dG ⊙ P_k`` (partial sums). ``W`` is the regulariser's ``w + wᵀ`` (``GRAM``)."""
-    bh = tl.program_id(0)
+    bh, b, hh, offs_d, offs_v, dmask, vmask = _program(H, D, DV, BLOCK_D, BLOCK_DV)
     split = tl.program_id(1)
     splits = tl.num_programs(1)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
     offs_k = tl.arange(0, BLOCK_K)
-    dmask = offs_d < D
-    vmask = offs_v < DV
-    c = tl.load(C + bh.to(tl.int64) * D * DV + offs_d[:, None] * DV + offs_v[None, :],
-                mask=dmask[:, None] & vmask[None, :], other=0.0)
+    c = _per_head(C, bh, D, DV, offs_d, offs_v, dmask, vmask)
     ct = tl.trans(c)
     if GRAM:
-        w = tl.load(W + bh.to(tl.int64) * D * D + offs_d[:, None] * D + offs_d[None, :],
-                    mask=dmask[:, None] & dmask[None, :], other=0.0)
+        w = _per_head(W, bh, D, D, offs_d, offs_d, dmask, dmask)
     q_base = Q + b * sqb + hh * sqh
     l_base = L + b * slb + hh * slh
     g_base = DO + b * sgb + hh * sgh
@@ -243,8 +246,7 @@ def agf_queries_backward(
                  mask=valid)
         dc = dc + _dot(tl.trans(rq * g), grad_out, DOT_KIND)
     part = (bh * splits + split).to(tl.int64)
-    tl.store(DC_OUT + part * D * DV + offs_d[:, None] * DV + offs_v[None, :], dc,
-             mask=dmask[:, None] & vmask[None, :])
+    _store_part(DC_OUT, part, D, DV, dc, offs_d, offs_v, dmask, vmask)
     tl.store(DTHETA_OUT + part * BLOCK_K + offs_k, dtheta)
 
 
@@ -258,23 +260,15 @@ def agf_keys_backward(
 ):
     """Per block of tokens: ``dVs = V dCᵀ (+ Vs W)``, ``dK = Vs ⊙ (dVs − CORR)`` and
     ``dV = Vs dC``, with ``Vs = exp(K − M) / S`` recomputed (0 at padded keys)."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
-    dmask = offs_d < D
-    vmask = offs_v < DV
+    bh, b, hh, offs_d, offs_v, dmask, vmask = _program(H, D, DV, BLOCK_D, BLOCK_DV)
     stats = bh.to(tl.int64) * D + offs_d
     m = tl.load(M + stats, mask=dmask, other=0.0)
     inv = tl.load(INV + stats, mask=dmask, other=0.0)
     corr = tl.load(CORR + stats, mask=dmask, other=0.0)
-    dc = tl.load(DC + bh.to(tl.int64) * D * DV + offs_d[:, None] * DV + offs_v[None, :],
-                 mask=dmask[:, None] & vmask[None, :], other=0.0)
+    dc = _per_head(DC, bh, D, DV, offs_d, offs_v, dmask, vmask)
     dct = tl.trans(dc)
     if GRAM:
-        w = tl.load(W + bh.to(tl.int64) * D * D + offs_d[:, None] * D + offs_d[None, :],
-                    mask=dmask[:, None] & dmask[None, :], other=0.0)
+        w = _per_head(W, bh, D, D, offs_d, offs_d, dmask, dmask)
     k_base = K_ + b * skb + hh * skh
     v_base = V_ + b * svb + hh * svh
     dk_base = DK + b * sdkb + hh * sdkh
