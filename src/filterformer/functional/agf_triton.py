@@ -89,6 +89,13 @@ def agf_triton_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _device_recursion(K: int, basis: str, a: float, b: float, device: torch.device) -> Tensor:
+    """:func:`polynomial_recursion` in float32 on ``device``, made once: a copy from the host
+    every call would make the host wait for the GPU to reach it."""
+    return polynomial_recursion(K, basis, a, b).to(device=device, dtype=torch.float32)
+
+
 @functools.cache
 def _kernels():
     """The four kernels, jitted on first use (so ``TRITON_INTERPRET`` is read then)."""
@@ -227,7 +234,7 @@ class _AGFLayer(torch.autograd.Function):
             maxima, sums, context, gram_k if orthogonality else None
         )
         theta32 = theta.detach().to(device=device, dtype=f32).contiguous()
-        rec32 = recursion.to(device=device, dtype=f32).contiguous()
+        rec32 = recursion
         out = _heads_last_empty(q, geo.dim_v, low)
         gram_u = (torch.empty(P, T, geo.dim, geo.dim, dtype=f32, device=device)
                   if orthogonality else merged)
@@ -382,7 +389,7 @@ def agf_triton_layer(
     if theta.dim() != 1 or theta.numel() < 1:
         raise ValueError(f"theta must have shape (K+1,) with K >= 0; got {tuple(theta.shape)}")
     mask = check_key_padding_mask(key_padding_mask, q.shape[0], q.shape[-2])
-    recursion = polynomial_recursion(theta.numel() - 1, basis, a, b)
+    recursion = _device_recursion(theta.numel() - 1, basis, float(a), float(b), q.device)
     q, k, v, singular_logits = (_unit_last(x) for x in (q, k, v, singular_logits))
     out, reg = _AGFLayer.apply(
         q, k, v, singular_logits, theta, mask, recursion, bool(orthogonality), products_dtype,
