@@ -8,9 +8,11 @@ import pytest
 import torch
 
 from filterformer.attention import build_attention
+from filterformer.attention import samsa as samsa_module
 from filterformer.functional import agf_layer
-from filterformer.functional.agf_triton import agf_triton_applies, agf_triton_layer
-from filterformer.functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
+from filterformer.functional import agf_triton as agf_triton_module
+from filterformer.functional.agf_triton import agf_triton_layer
+from filterformer.functional.samsa_triton import samsa_sampled_attention
 
 from ..functional.test_agf_triton import (
     CASES,
@@ -21,7 +23,24 @@ from ..functional.test_agf_triton import (
 )
 from ..functional.test_samsa_triton import gathered_attention
 
-pytestmark = pytest.mark.cuda
+pytestmark = [
+    pytest.mark.cuda,
+    # A kernel that fails to compile would otherwise fall back with a warning, and pass.
+    pytest.mark.filterwarnings("error:filterformer.*Triton kernels failed:RuntimeWarning"),
+]
+
+
+def _spy(monkeypatch, module, name):
+    """Count the calls of ``module.name``."""
+    calls = []
+    original = getattr(module, name)
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
 
 
 def _on(device, tensors, mask):
@@ -48,16 +67,27 @@ def test_agf_bf16_products_on_the_gpu_round_as_the_eager_layer(cuda_device):
         assert _relative(got.cpu(), want) < 3e-2
 
 
-def test_the_agf_module_takes_the_kernels_on_cuda(cuda_device):
+def test_the_agf_module_takes_the_kernels_on_cuda(cuda_device, monkeypatch):
+    calls = _spy(monkeypatch, agf_triton_module, "agf_triton_layer")
     layer = build_attention("agf", dim=64, num_heads=4).to(cuda_device)
-    q = torch.randn(2, 4, 10, 16, device=cuda_device)
-    assert agf_triton_applies(q, q, q)
-    x = torch.randn(2, 10, 64, device=cuda_device, requires_grad=True)
     reference = build_attention("agf", dim=64, num_heads=4).double()
     reference.load_state_dict(layer.state_dict())
-    out = layer(x)
-    ref = reference(x.detach().cpu().double().requires_grad_())
+    x = torch.randn(2, 10, 64, dtype=torch.float64)
+    mask = torch.rand(2, 10) > 0.3
+    mask[:, 0] = True
+    x_gpu = x.float().to(cuda_device).requires_grad_()
+    out = layer(x_gpu, padding_mask=mask.to(cuda_device))
+    x_ref = x.clone().requires_grad_()
+    ref = reference(x_ref, padding_mask=mask)
+    assert calls, "the module did not run the kernels"
     assert _relative(out.detach().cpu(), ref.detach()) < 1e-5
+    grad_out = torch.randn(2, 10, 64, dtype=torch.float64)
+    out.backward(grad_out.float().to(cuda_device))
+    ref.backward(grad_out)
+    assert _relative(x_gpu.grad.cpu(), x_ref.grad) < 1e-5
+    for (name, param), ref_param in zip(layer.named_parameters(), reference.parameters(),
+                                        strict=True):
+        assert _relative(param.grad.cpu(), ref_param.grad) < 1e-4, name
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -74,7 +104,8 @@ def test_samsa_kernel_equals_float64(cuda_device, dtype):
     assert ((out.cpu().double() - ref).norm() / ref.norm()).item() < tolerance
 
 
-def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_device):
+def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_device, monkeypatch):
+    calls = _spy(monkeypatch, samsa_module, "samsa_sampled_attention")
     layer = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard").eval()
     reference = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard")
     reference.load_state_dict(layer.state_dict())
@@ -84,7 +115,7 @@ def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_devic
     mask = torch.rand(2, 50) > 0.3
     mask[:, 0] = True
     with torch.no_grad():
-        assert samsa_triton_applies(x.to(cuda_device).view(2, 1, 50, 64))
         out = layer(x.to(cuda_device), padding_mask=mask.to(cuda_device))
         ref = reference(x.double(), padding_mask=mask)
+    assert calls, "the module did not run the kernel"
     assert _relative(out.cpu(), ref) < 1e-5

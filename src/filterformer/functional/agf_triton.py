@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .masks import check_key_padding_mask
 from .polynomials import NAMED_JACOBI_PARAMETERS, POLYNOMIAL_BASES, check_jacobi_parameters
-from .triton_support import KernelSwitch, dot_kind, is_triton_error
+from .triton_support import KernelSwitch, dot_kind, is_triton_error, launch
 
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
@@ -42,8 +42,9 @@ __all__ = [
     "polynomial_recursion",
 ]
 
-#: The widest head (d and d_v) the kernels hold in registers.
-AGF_TRITON_MAX_HEAD_DIM = 128
+#: The widest head (d and d_v) the kernels take: the widths compiled and checked on a GPU (wider
+#: heads hold 128×128 tiles per program, untried; they take the compiled or eager layer).
+AGF_TRITON_MAX_HEAD_DIM = 64
 #: Programs a pass aims for: chunks of tokens are split across programs until there are this many.
 _TARGET_PROGRAMS = 528
 
@@ -144,12 +145,16 @@ def _heads_last_empty(like: Tensor, width: int, dtype: torch.dtype) -> Tensor:
     return torch.empty(batch, length, heads, width, dtype=dtype, device=like.device).transpose(1, 2)
 
 
-#: Each pass's launch: ``(rows per block, warps per program)`` for heads up to 64 wide and up to
-#: 128 wide. The passes share one split of the tokens into chunks, each a multiple of the largest
-#: block (no partial block inside a sequence). ``scripts/gpu_tune_agf.py`` times alternatives on
-#: a GPU.
-LAUNCH: dict[str, dict[int, tuple[int, int]]] = {
-    name: {64: (64, 4), 128: (32, 4)}
+def _strides_of_heads_last(x: Tensor) -> tuple[int, int, int]:
+    """The ``(B, h, N)`` strides of a ``(B, N, h, ·)`` tensor."""
+    return x.stride(0), x.stride(2), x.stride(1)
+
+
+#: Each pass's launch: ``(rows per block, warps per program)``. The passes share one split of the
+#: tokens into chunks, each a multiple of the largest block (no partial block inside a sequence).
+#: ``scripts/gpu_tune_agf.py`` times alternatives on a GPU.
+LAUNCH: dict[str, tuple[int, int]] = {
+    name: (64, 4)
     for name in ("keys_forward", "queries_forward", "queries_backward", "keys_backward")
 }
 
@@ -161,8 +166,7 @@ class _Geometry:
         self.batch, self.heads, self.length, self.dim = q.shape
         self.dim_v = v.shape[-1]
         self.block_d, self.block_v = _pow2(self.dim), _pow2(self.dim_v)
-        width = 64 if max(self.block_d, self.block_v) <= 64 else 128
-        self.launch = {name: table[width] for name, table in LAUNCH.items()}
+        self.launch = dict(LAUNCH)
         self.programs = self.batch * self.heads
         largest = max(rows for rows, _ in self.launch.values())
         self.chunk, self.splits = _chunks(self.length, largest, self.programs)
@@ -224,7 +228,8 @@ class _AGFLayer(torch.autograd.Function):
         context = torch.empty(P, T, geo.dim, geo.dim_v, dtype=f32, device=device)
         gram_k = (torch.empty(P, T, geo.dim, geo.dim, dtype=f32, device=device)
                   if orthogonality else maxima)
-        keys_fwd[geo.grid()](
+        launch(
+            keys_fwd, geo.grid(),
             k, v, mask_arg, maxima, sums, context, gram_k,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
             *_strides(k), *_strides(v), mask_arg.stride(0) if has_mask else 0,
@@ -235,13 +240,16 @@ class _AGFLayer(torch.autograd.Function):
         )
         theta32 = theta.detach().to(device=device, dtype=f32).contiguous()
         rec32 = recursion
-        out = _heads_last_empty(q, geo.dim_v, low)
+        # (B, N, h, d_v): the Function's own tensor (a view of it could not be changed in
+        # place by a caller); seen as (B, h, N, d_v) by the caller.
+        out = torch.empty(geo.batch, geo.length, geo.heads, geo.dim_v, dtype=low, device=device)
         gram_u = (torch.empty(P, T, geo.dim, geo.dim, dtype=f32, device=device)
                   if orthogonality else merged)
-        queries_fwd[geo.grid()](
+        launch(
+            queries_fwd, geo.grid(),
             q, logits, merged, theta32, rec32, out, gram_u, mask_arg,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
-            *_strides(q), *_strides(logits), *_strides(out),
+            *_strides(q), *_strides(logits), *_strides_of_heads_last(out),
             mask_arg.stride(0) if has_mask else 0,
             K=theta.numel() - 1, HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind,
             **geo.meta("queries_forward"),
@@ -252,7 +260,7 @@ class _AGFLayer(torch.autograd.Function):
         else:
             gram_u = None
             reg = torch.zeros((), dtype=f32, device=device)
-        ctx.save_for_backward(q, k, v, logits, mask, top, inverse, merged, theta32, rec32,
+        ctx.save_for_backward(q, k, v, logits, mask, top, inverse, merged, theta, rec32,
                               gram_u, gram_k)
         ctx.geo, ctx.dot_kind, ctx.orthogonality = geo, kind, orthogonality
         ctx.theta_dtype = theta.dtype
@@ -264,6 +272,11 @@ class _AGFLayer(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out, grad_reg):
+        grad_out = grad_out.transpose(1, 2)  # the caller's (B, h, N, d_v) view of it
+        if torch.is_grad_enabled():
+            # create_graph: the kernels' gradients have no graph of their own; the eager
+            # layer's have, so second derivatives stay exact.
+            return _eager_backward(ctx, grad_out, grad_reg)
         try:
             return _AGFLayer._backward(ctx, grad_out, grad_reg)
         except Exception as err:
@@ -274,8 +287,9 @@ class _AGFLayer(torch.autograd.Function):
 
     @staticmethod
     def _backward(ctx, grad_out, grad_reg):
-        (q, k, v, logits, mask, top, inverse, merged, theta32, rec32,
+        (q, k, v, logits, mask, top, inverse, merged, theta, rec32,
          gram_u, gram_k) = ctx.saved_tensors
+        theta32 = theta.detach().to(torch.float32).contiguous()
         _, _, queries_bwd, keys_bwd = _kernels()
         geo: _Geometry = ctx.geo
         f32 = torch.float32
@@ -283,8 +297,6 @@ class _AGFLayer(torch.autograd.Function):
         P, T = geo.programs, geo.splits
         has_mask = mask is not None
         mask_arg = _mask_argument(mask, q)
-        if grad_out is None:
-            grad_out = torch.zeros((*q.shape[:-1], geo.dim_v), dtype=q.dtype, device=device)
         grad_out = _unit_last(grad_out)
         ortho = ctx.orthogonality and grad_reg is not None
         if ortho:
@@ -298,7 +310,8 @@ class _AGFLayer(torch.autograd.Function):
         K = theta32.numel() - 1
         block_k = max(16, 1 << math.ceil(math.log2(K + 1)))
         grad_theta = torch.empty(P, T, block_k, dtype=f32, device=device)
-        queries_bwd[geo.grid()](
+        launch(
+            queries_bwd, geo.grid(),
             q, logits, merged, theta32, rec32, grad_out, weights_u, mask_arg,
             grad_q, grad_logits, grad_context, grad_theta,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
@@ -314,7 +327,8 @@ class _AGFLayer(torch.autograd.Function):
             correction = correction + (gram_k * weights_k).sum(dim=-1)
         grad_k = _heads_last_empty(q, geo.dim, k.dtype)
         grad_v = _heads_last_empty(q, geo.dim_v, v.dtype)
-        keys_bwd[geo.grid()](
+        launch(
+            keys_bwd, geo.grid(),
             k, v, mask_arg, top, inverse, grad_context, correction.contiguous(), weights_k,
             grad_k, grad_v,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
@@ -328,20 +342,27 @@ class _AGFLayer(torch.autograd.Function):
 
 
 def _eager_backward(ctx, grad_out, grad_reg):
-    """The gradients through the eager layer (after a kernel failure in the backward pass)."""
+    """The gradients through the eager layer: after a kernel failure in the backward pass, and
+    for ``create_graph`` (then of the saved inputs themselves, so that they have a graph)."""
     from .agf import agf_layer
 
-    q, k, v, logits, mask = ctx.saved_tensors[:5]
-    theta = ctx.saved_tensors[8].to(ctx.theta_dtype)
-    leaves = [x.detach().requires_grad_() for x in (q, k, v, logits, theta)]
+    saved = ctx.saved_tensors
+    inputs, mask = [*saved[:4], saved[8]], saved[4]
+    create_graph = torch.is_grad_enabled()
     with torch.enable_grad():
+        leaves = inputs if create_graph else [x.detach().requires_grad_() for x in inputs]
+        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
         out, reg = agf_layer.eager(*leaves, mask, **ctx.layer)
-        outputs, grads = [out], [grad_out if grad_out is not None else torch.zeros_like(out)]
+        outputs, grads = [out], [grad_out]
         if reg is not None and grad_reg is not None:
             outputs.append(reg)
             grads.append(grad_reg)
-        found = torch.autograd.grad(outputs, leaves, grads, allow_unused=True)
-    return *found, *[None] * 7
+        found = torch.autograd.grad(outputs, [leaves[i] for i in wanted], grads,
+                                    allow_unused=True, create_graph=create_graph)
+    result: list[Tensor | None] = [None] * len(leaves)
+    for index, grad in zip(wanted, found, strict=True):
+        result[index] = grad
+    return *result, *[None] * 7
 
 
 def agf_triton_layer(
@@ -388,6 +409,13 @@ def agf_triton_layer(
                          f"d={q.shape[-1]}, d_v={v.shape[-1]}")
     if theta.dim() != 1 or theta.numel() < 1:
         raise ValueError(f"theta must have shape (K+1,) with K >= 0; got {tuple(theta.shape)}")
+    if theta.device != q.device:
+        raise ValueError(f"theta must be on q's device {q.device}; got {theta.device}")
+    dtypes = {x.dtype for x in (q, k, v, singular_logits)}
+    if not dtypes <= {torch.float32, torch.bfloat16, torch.float16}:
+        raise ValueError(f"q, k, v and singular_logits must be float32, bfloat16 or float16 (the "
+                         f"kernels compute in float32; use agf_layer for float64); got "
+                         f"{sorted(map(str, dtypes))}")
     mask = check_key_padding_mask(key_padding_mask, q.shape[0], q.shape[-2])
     recursion = _device_recursion(theta.numel() - 1, basis, float(a), float(b), q.device)
     q, k, v, singular_logits = (_unit_last(x) for x in (q, k, v, singular_logits))
@@ -395,7 +423,7 @@ def agf_triton_layer(
         q, k, v, singular_logits, theta, mask, recursion, bool(orthogonality), products_dtype,
         basis, a, b,
     )
-    return out, (reg if orthogonality else None)
+    return out.transpose(1, 2), (reg if orthogonality else None)
 
 
 def agf_layer_for(

@@ -17,12 +17,12 @@ import functools
 import torch
 from torch import Tensor
 
-from .triton_support import KernelSwitch, dot_kind
+from .triton_support import KernelSwitch, dot_kind, launch
 
 __all__ = ["SAMSA_TRITON_MAX_HEAD_DIM", "samsa_sampled_attention", "samsa_triton_applies"]
 
-#: The widest head the kernel holds in registers.
-SAMSA_TRITON_MAX_HEAD_DIM = 128
+#: The widest head (d and d_v) the kernel takes: the widths compiled and checked on a GPU.
+SAMSA_TRITON_MAX_HEAD_DIM = 64
 SWITCH = KernelSwitch("SAMSA")
 
 
@@ -40,7 +40,8 @@ def samsa_triton_applies(q: Tensor, *tensors: Tensor) -> bool:
     wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, *tensors))
     return (
         not wants_grad
-        and q.shape[-1] <= SAMSA_TRITON_MAX_HEAD_DIM
+        and max(q.shape[-1], *(t.shape[-1] for t in tensors if t.dim() == 4)) <=
+        SAMSA_TRITON_MAX_HEAD_DIM
         and SWITCH.allows(q)
     )
 
@@ -69,7 +70,8 @@ def samsa_sampled_attention(
         v: ``(B, h, N, d_v)`` the tokens' values.
         support_keys: ``(h, M, d)`` support keys (in the products' dtype).
         support_values: ``(h, M, d_v)`` support values.
-        index: ``(B, h, S)`` integer candidates in ``[0, N + M)``, S ≥ 1.
+        index: ``(B, h, S)`` integer candidates in ``[0, N + M)``, S ≥ 1 (not checked: that
+            would wait for the GPU; the module passes a top-k's indices).
         scale: the logits' scale.
 
     Returns:
@@ -83,8 +85,18 @@ def samsa_sampled_attention(
     if index.dim() != 3 or index.shape[:2] != (batch, heads) or index.shape[-1] < 1:
         raise ValueError(f"index must have shape (B, h, S) = ({batch}, {heads}, S) with S >= 1; "
                          f"got {tuple(index.shape)}")
-    if support_keys.shape[:1] != (heads,) or support_values.shape[:1] != (heads,):
-        raise ValueError("support_keys and support_values must have one row set per head")
+    if (support_keys.dim() != 3 or support_values.dim() != 3
+            or support_keys.shape[0] != heads or support_values.shape[0] != heads
+            or support_keys.shape[-1] != dim or support_values.shape[-1] != dim_v
+            or support_keys.shape[1] != support_values.shape[1]):
+        raise ValueError(
+            f"support_keys and support_values must have shapes (h, M, d) = ({heads}, M, {dim}) "
+            f"and (h, M, d_v) = ({heads}, M, {dim_v}); got {tuple(support_keys.shape)} and "
+            f"{tuple(support_values.shape)}"
+        )
+    if max(dim, dim_v) > SAMSA_TRITON_MAX_HEAD_DIM:
+        raise ValueError(f"head widths above {SAMSA_TRITON_MAX_HEAD_DIM} are not supported; got "
+                         f"d={dim}, d_v={dim_v}")
     q, k, v, support_keys, support_values, index = (
         x if x.stride(-1) == 1 else x.contiguous()
         for x in (q, k, v, support_keys, support_values, index)
@@ -96,7 +108,8 @@ def samsa_sampled_attention(
     block_m = 64 if max(block_d, block_v) <= 64 else 32
     grid = (batch * heads, -(-length // block_m))
     products = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else None
-    _kernel()[grid](
+    launch(
+        _kernel(), grid,
         q, k, v, support_keys, support_values, index, out,
         heads, length, index.shape[-1], dim, dim_v, float(scale),
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),

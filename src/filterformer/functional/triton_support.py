@@ -16,7 +16,15 @@ import warnings
 import torch
 from torch import Tensor
 
-__all__ = ["KernelSwitch", "dot_kind", "interpreted", "is_triton_error", "triton_available"]
+__all__ = [
+    "KernelFailure",
+    "KernelSwitch",
+    "dot_kind",
+    "interpreted",
+    "is_triton_error",
+    "launch",
+    "triton_available",
+]
 
 
 @functools.cache
@@ -43,9 +51,25 @@ def dot_kind(dtype: torch.dtype | None) -> int:
     return kind + 2 if kind and interpreted() else kind
 
 
+class KernelFailure(RuntimeError):
+    """A Triton kernel failed to compile or launch (see :func:`launch`)."""
+
+
+def launch(kernel, grid: tuple[int, ...], *args, **kwargs) -> None:
+    """``kernel[grid](*args, **kwargs)``; any error while compiling or launching it (Triton's
+    own, or a ``RuntimeError`` from the code generator or the driver) is raised as a
+    :class:`KernelFailure`."""
+    try:
+        kernel[grid](*args, **kwargs)
+    except Exception as err:
+        raise KernelFailure(f"{getattr(kernel, '__name__', kernel)}: {type(err).__name__}: "
+                            f"{str(err).splitlines()[0] if str(err) else ''}") from err
+
+
 def is_triton_error(err: Exception) -> bool:
-    """Whether ``err`` comes from Triton's compiler or runtime (not from an argument check)."""
-    return type(err).__module__.startswith("triton")
+    """Whether ``err`` is a kernel's failure (:class:`KernelFailure`, or an error of Triton's
+    while importing the kernels), not an argument check's."""
+    return isinstance(err, KernelFailure) or type(err).__module__.startswith("triton")
 
 
 class KernelSwitch:
