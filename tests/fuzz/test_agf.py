@@ -255,3 +255,50 @@ def test_triton_layer_matches_the_eager_layer_in_float64(case, orthogonality, la
         tolerance = 1e-4 * (case.K + 1) * max(1.0, c.scale) ** 2
         error = (g.double() - w).abs().max().item()
         assert error <= tolerance * max(1.0, w.abs().max().item()), (index, error)
+
+
+@pytest.mark.skipif(not (triton_available() and interpreted()),
+                    reason="AGF's Triton kernels: Triton is not installed or not interpreted")
+@budget(0.25)
+@given(batch=st.integers(1, 3), heads=st.integers(1, 2), length=st.integers(1, 300),
+       dim=st.sampled_from((4, 16, 24, 64)), dim_v=st.sampled_from((8, 16, 40)),
+       K=st.integers(0, 6), basis=st.sampled_from(POLYNOMIAL_BASES), a=JACOBI_PARAMETERS,
+       b=JACOBI_PARAMETERS,
+       padded_runs=st.lists(st.tuples(st.integers(0, 299), st.integers(1, 200)), max_size=3),
+       key_scale=st.sampled_from((1.0, 8.0)), seed=st.integers(0, 2**31))
+def test_triton_layer_across_chunks_matches_the_eager_layer(
+    batch, heads, length, dim, dim_v, K, basis, a, b, padded_runs, key_scale, seed
+):
+    """AGF's Triton kernels at lengths that span several blocks and chunks, with runs of padding
+    (whole chunks among them) and a sample without real tokens, against the eager layer in
+    float64: the output, the regulariser and every gradient, by relative norm."""
+    gen = generator(seed)
+    q, logits = (randn(gen, batch, heads, length, dim, dtype=torch.float64) for _ in range(2))
+    k = randn(gen, batch, heads, length, dim, dtype=torch.float64, scale=key_scale)
+    v = randn(gen, batch, heads, length, dim_v, dtype=torch.float64)
+    p = torch.rand(K, generator=gen, dtype=torch.float64) * 2 - 1
+    mask = torch.ones(batch, length, dtype=torch.bool)
+    for start, size in padded_runs:
+        mask[0, start : start + size] = False
+    if batch > 1:
+        mask[-1] = False
+    grad_out = randn(gen, batch, heads, length, dim_v, dtype=torch.float64)
+
+    def run(layer, dtype):
+        leaves = [t.to(dtype).requires_grad_() for t in (q, k, v, logits, p)]
+        out, reg = layer(*leaves[:4], agf_coefficients(leaves[4]), mask, basis=basis, a=a, b=b)
+        loss = (out.double() * grad_out).sum() + reg.double()
+        grads = torch.autograd.grad(loss, leaves, allow_unused=True, materialize_grads=True)
+        return [out, reg, *grads]
+
+    got_all, want_all = run(agf_triton_layer, torch.float32), run(agf_layer.eager, torch.float64)
+    # A gradient that cancels to about 0 (K's with N = 1: the keys' softmax over one token is
+    # constant) keeps float32's rounding of its terms: it is held to a floor of 1e-2 of the
+    # largest gradient's norm (an error of about 1e-7 of it, float32's rounding) instead.
+    floor = 1e-2 * max(want.norm().item() for want in want_all[2:])
+    for index, (got, want) in enumerate(zip(got_all, want_all, strict=True)):
+        if want.numel() == 0:
+            continue
+        error = (got.double() - want).norm().item()
+        scale = max(want.norm().item(), floor if index >= 2 else 0.0)
+        assert error <= 1e-5 * (K + 1) * key_scale * scale, (index, error, scale)
