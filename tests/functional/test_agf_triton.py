@@ -56,6 +56,17 @@ def _relative(got, want):
     return ((got.double() - want.double()).norm() / want.double().norm().clamp(min=1e-30)).item()
 
 
+def _assert_equals_the_eager_layer(tensors, mask, grad_out):
+    """The Triton layer in float32 against the eager one in float64, by relative norm: output,
+    regulariser, every gradient."""
+    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32)
+    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
+    assert _relative(out, ref_out) < 1e-5
+    assert abs(reg.item() - ref_reg.item()) < 1e-5
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert _relative(got, want) < 1e-5
+
+
 CASES = [  # (B, h, N, d, d_v, K, basis, masked, orthogonality)
     (2, 2, 37, 16, 16, 3, "jacobi", False, True),
     (2, 2, 41, 16, 16, 3, "jacobi", True, True),
@@ -220,12 +231,7 @@ def test_a_padded_chunk_inside_a_partly_real_sample():
     mask[0, 64:192] = False
     mask[1, :192] = False
     grad_out = torch.randn(2, 2, 200, 16)
-    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32)
-    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
-    assert _relative(out, ref_out) < 1e-5
-    assert abs(reg.item() - ref_reg.item()) < 1e-5
-    for got, want in zip(grads, ref_grads, strict=True):
-        assert _relative(got, want) < 1e-5
+    _assert_equals_the_eager_layer(tensors, mask, grad_out)
 
 
 def test_the_output_can_be_changed_in_place():
@@ -271,9 +277,4 @@ def test_passes_with_different_blocks_share_one_split_of_the_tokens(monkeypatch)
                         {name: (rows, 4) for name, rows in blocks.items()})
     tensors, mask = _inputs(2, 2, 150, 16, 16, 3, masked=True)
     grad_out = torch.randn(2, 2, 150, 16)
-    out, reg, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32)
-    ref_out, ref_reg, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
-    assert _relative(out, ref_out) < 1e-5
-    assert abs(reg.item() - ref_reg.item()) < 1e-5
-    for got, want in zip(grads, ref_grads, strict=True):
-        assert _relative(got, want) < 1e-5
+    _assert_equals_the_eager_layer(tensors, mask, grad_out)
