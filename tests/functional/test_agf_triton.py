@@ -19,7 +19,7 @@ from filterformer.functional.agf_triton import (
 )
 from filterformer.functional.polynomials import polynomial_basis
 
-from .triton_interpreter import FakeTritonError, interpreter_only
+from .triton_interpreter import FakeTritonError, allow_kernels, interpreter_only
 
 pytestmark = interpreter_only
 
@@ -172,15 +172,8 @@ def test_the_cpu_takes_the_eager_layer():
     assert not agf_triton_applies(q, q, q)
 
 
-def _allow_kernels(monkeypatch):
-    switch = agf_triton_module._SWITCH
-    monkeypatch.setattr(switch, "failed", False)
-    monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
-    return switch
-
-
 def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
-    switch = _allow_kernels(monkeypatch)
+    switch = allow_kernels(monkeypatch, agf_triton_module._SWITCH)
 
     def broken():
         raise FakeTritonError("out of resources")
@@ -201,7 +194,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
 
 
 def test_a_failure_in_the_backward_pass_warns_and_gives_the_eager_gradients(monkeypatch):
-    switch = _allow_kernels(monkeypatch)
+    switch = allow_kernels(monkeypatch, agf_triton_module._SWITCH)
     keys_forward, queries_forward, _, _ = agf_triton_module._kernels()
 
     class Broken:

@@ -10,7 +10,7 @@ from filterformer.attention import build_attention
 from filterformer.functional import samsa_triton as samsa_triton_module
 from filterformer.functional.samsa_triton import samsa_sampled_attention
 
-from .triton_interpreter import FakeTritonError, interpreter_only
+from .triton_interpreter import FakeTritonError, allow_kernels, interpreter_only
 
 pytestmark = interpreter_only
 
@@ -67,13 +67,6 @@ def test_bad_index_is_refused_by_name():
                                 0.25)
 
 
-def _allow_kernels(monkeypatch):
-    switch = samsa_triton_module.SWITCH
-    monkeypatch.setattr(switch, "failed", False)
-    monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
-    return switch
-
-
 def _layer_and_inputs():
     layer = build_attention("samsa", dim=32, num_heads=2, num_samples=8, mode="hard").eval()
     x = torch.randn(3, 21, 32)
@@ -86,7 +79,7 @@ def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
     layer, x, mask = _layer_and_inputs()
     with torch.no_grad():
         eager = layer(x, padding_mask=mask)
-        _allow_kernels(monkeypatch)
+        allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
         calls = []
         original = samsa_triton_module.samsa_sampled_attention
         monkeypatch.setattr("filterformer.attention.samsa.samsa_sampled_attention",
@@ -100,7 +93,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
     layer, x, mask = _layer_and_inputs()
     with torch.no_grad():
         eager = layer(x, padding_mask=mask)
-        switch = _allow_kernels(monkeypatch)
+        switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
         def broken():
             raise FakeTritonError("out of resources")

@@ -26,3 +26,11 @@ class FakeTritonError(RuntimeError):
 
 
 FakeTritonError.__module__ = "triton.compiler.errors"
+
+
+def allow_kernels(monkeypatch, switch):
+    """Let ``switch``'s kernels run on the CPU's tensors (in the interpreter) until they fail,
+    from a clean failure record; returns ``switch``."""
+    monkeypatch.setattr(switch, "failed", False)
+    monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
+    return switch

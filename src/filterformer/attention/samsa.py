@@ -24,7 +24,6 @@ from ..functional import (
 )
 from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
 from ..functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
-from ..functional.triton_support import is_triton_error
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
@@ -177,15 +176,18 @@ class SamplingAttention(AttentionBase):
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
                 q, k, v, scores, self.support_keys, self.support_values):
             index = scores.topk(self.num_samples, dim=-1).indices
-            try:
-                return samsa_sampled_attention(
+            return SAMSA_KERNELS.run(
+                lambda: samsa_sampled_attention(
                     q, k, v, self.support_keys.to(k.dtype), self.support_values.to(v.dtype),
                     index, self.scale,
-                )
-            except Exception as err:
-                if not is_triton_error(err):
-                    raise
-                SAMSA_KERNELS.fail(err)
+                ),
+                lambda: self._attend_sampled(q, k, v, scores),
+            )
+        return self._attend_sampled(q, k, v, scores)
+
+    def _attend_sampled(self, q: Tensor, k: Tensor, v: Tensor, scores: Tensor) -> Tensor:
+        """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)``, gathered
+        here (the path without the evaluation kernel)."""
         candidates = self._candidate_rows(k, v)
         if self.mode == "hard" and not self.training:
             sampled = topk_gather(scores, candidates, self.num_samples)

@@ -30,8 +30,13 @@ import torch
 from torch import Tensor
 
 from .masks import check_key_padding_mask
-from .polynomials import NAMED_JACOBI_PARAMETERS, POLYNOMIAL_BASES, check_jacobi_parameters
-from .triton_support import KernelSwitch, dot_kind, is_triton_error, launch
+from .polynomials import (
+    NAMED_JACOBI_PARAMETERS,
+    POLYNOMIAL_BASES,
+    check_jacobi_parameters,
+    jacobi_step,
+)
+from .triton_support import KernelSwitch, block_width, dot_kind, launch
 
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
@@ -65,13 +70,8 @@ def polynomial_recursion(K: int, basis: str = "jacobi", a: float = 1.0, b: float
         return table
     a, b = NAMED_JACOBI_PARAMETERS.get(basis, (a, b))
     K, a, b = check_jacobi_parameters(K, a, b)
-    if K >= 1:
-        table[1] = torch.tensor([(a + b + 2) / 2, (a - b) / 2, 0.0])
-    for k in range(2, K + 1):
-        s = 2 * k + a + b
-        table[k, 0] = s * (s - 1) / (2 * k * (k + a + b))
-        table[k, 1] = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
-        table[k, 2] = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
+    for k in range(1, K + 1):
+        table[k] = torch.tensor(jacobi_step(k, a, b), dtype=torch.float64)
     return table
 
 
@@ -108,10 +108,6 @@ def _kernels():
     )
 
     return agf_keys_forward, agf_queries_forward, agf_queries_backward, agf_keys_backward
-
-
-def _pow2(n: int) -> int:
-    return max(16, 1 << max(0, math.ceil(math.log2(max(n, 1)))))
 
 
 def _chunks(length: int, block: int, programs: int) -> tuple[int, int]:
@@ -165,7 +161,7 @@ class _Geometry:
     def __init__(self, q: Tensor, v: Tensor) -> None:
         self.batch, self.heads, self.length, self.dim = q.shape
         self.dim_v = v.shape[-1]
-        self.block_d, self.block_v = _pow2(self.dim), _pow2(self.dim_v)
+        self.block_d, self.block_v = block_width(self.dim), block_width(self.dim_v)
         self.launch = dict(LAUNCH)
         self.programs = self.batch * self.heads
         largest = max(rows for rows, _ in self.launch.values())
@@ -277,13 +273,8 @@ class _AGFLayer(torch.autograd.Function):
             # create_graph: the kernels' gradients have no graph of their own; the eager
             # layer's have, so second derivatives stay exact.
             return _eager_backward(ctx, grad_out, grad_reg)
-        try:
-            return _AGFLayer._backward(ctx, grad_out, grad_reg)
-        except Exception as err:
-            if not is_triton_error(err):
-                raise
-            _SWITCH.fail(err)
-            return _eager_backward(ctx, grad_out, grad_reg)
+        return _SWITCH.run(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
+                           lambda: _eager_backward(ctx, grad_out, grad_reg))
 
     @staticmethod
     def _backward(ctx, grad_out, grad_reg):
@@ -308,7 +299,7 @@ class _AGFLayer(torch.autograd.Function):
         grad_logits = _heads_last_empty(q, geo.dim, logits.dtype)
         grad_context = torch.empty(P, T, geo.dim, geo.dim_v, dtype=f32, device=device)
         K = theta32.numel() - 1
-        block_k = max(16, 1 << math.ceil(math.log2(K + 1)))
+        block_k = block_width(K + 1)
         grad_theta = torch.empty(P, T, block_k, dtype=f32, device=device)
         launch(
             queries_bwd, geo.grid(),
@@ -441,11 +432,8 @@ def agf_layer_for(
     other path is taken from then on. Arguments and results as :func:`agf_triton_layer`'s."""
     from .agf import agf_layer
 
+    args = (q, k, v, singular_logits, theta, key_padding_mask)
     if agf_triton_applies(q, k, v):
-        try:
-            return agf_triton_layer(q, k, v, singular_logits, theta, key_padding_mask, **options)
-        except Exception as err:
-            if not is_triton_error(err):
-                raise
-            _SWITCH.fail(err)
-    return agf_layer(q, k, v, singular_logits, theta, key_padding_mask, **options)
+        return _SWITCH.run(lambda: agf_triton_layer(*args, **options),
+                           lambda: agf_layer(*args, **options))
+    return agf_layer(*args, **options)

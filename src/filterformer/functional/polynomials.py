@@ -20,6 +20,7 @@ __all__ = [
     "chebyshev_basis",
     "check_jacobi_parameters",
     "jacobi_basis",
+    "jacobi_step",
     "legendre_basis",
     "monomial_basis",
     "polynomial_basis",
@@ -66,18 +67,30 @@ def check_jacobi_parameters(K: int, a: float, b: float) -> tuple[int, float, flo
     return K, a, b
 
 
+def jacobi_step(k: int, a: float, b: float) -> tuple[float, float, float]:
+    """``(w_k, w'_k, w''_k)`` of the Jacobi recursion ``P_k = (w_k x + w'_k) P_{k−1} − w''_k
+    P_{k−2}`` (see :func:`jacobi_basis`); for k = 1, ``P_1 = (a−b)/2 + (a+b+2)/2·x`` as
+    ``((a+b+2)/2, (a−b)/2, 0)``. Parameters already checked."""
+    if k == 1:
+        return (a + b + 2) / 2, (a - b) / 2, 0.0
+    s = 2 * k + a + b
+    return (
+        s * (s - 1) / (2 * k * (k + a + b)),
+        (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2)),
+        (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2)),
+    )
+
+
 def _jacobi_terms(x: Tensor, K: int, a: float, b: float) -> Iterator[Tensor]:
     """Yield ``P_0(x) .. P_K(x)`` one at a time, holding only the last two (parameters checked)."""
     previous, current = None, torch.ones_like(x)
     yield current
     if K >= 1:
-        previous, current = current, (a - b) / 2 + (a + b + 2) / 2 * x
+        w, w_shift, _ = jacobi_step(1, a, b)
+        previous, current = current, w_shift + w * x
         yield current
     for k in range(2, K + 1):
-        s = 2 * k + a + b
-        w = s * (s - 1) / (2 * k * (k + a + b))
-        w_shift = (s - 1) * (a * a - b * b) / (2 * k * (k + a + b) * (s - 2))
-        w_prev = (k + a - 1) * (k + b - 1) * s / (k * (k + a + b) * (s - 2))
+        w, w_shift, w_prev = jacobi_step(k, a, b)
         previous, current = current, (w * x + w_shift) * current - w_prev * previous
         yield current
 

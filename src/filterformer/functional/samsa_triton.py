@@ -17,7 +17,7 @@ import functools
 import torch
 from torch import Tensor
 
-from .triton_support import KernelSwitch, dot_kind, launch
+from .triton_support import KernelSwitch, block_width, dot_kind, launch
 
 __all__ = ["SAMSA_TRITON_MAX_HEAD_DIM", "samsa_sampled_attention", "samsa_triton_applies"]
 
@@ -44,10 +44,6 @@ def samsa_triton_applies(q: Tensor, *tensors: Tensor) -> bool:
         SAMSA_TRITON_MAX_HEAD_DIM
         and SWITCH.allows(q)
     )
-
-
-def _pow2(n: int) -> int:
-    return max(16, 1 << (max(n, 1) - 1).bit_length())
 
 
 def samsa_sampled_attention(
@@ -104,7 +100,7 @@ def samsa_sampled_attention(
     out = torch.empty(batch, length, heads, dim_v, dtype=q.dtype, device=q.device).transpose(1, 2)
     if length == 0:
         return out
-    block_d, block_v = _pow2(dim), _pow2(dim_v)
+    block_d, block_v = block_width(dim), block_width(dim_v)
     block_m = 64 if max(block_d, block_v) <= 64 else 32
     grid = (batch * heads, -(-length // block_m))
     products = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else None

@@ -12,13 +12,20 @@ from __future__ import annotations
 import functools
 import os
 import warnings
+from collections.abc import Callable
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
+from .fused import fused_mode
+
+T = TypeVar("T")
+
 __all__ = [
     "KernelFailure",
     "KernelSwitch",
+    "block_width",
     "dot_kind",
     "interpreted",
     "is_triton_error",
@@ -36,6 +43,12 @@ def triton_available() -> bool:
     except Exception:  # any import failure means no kernels
         return False
     return True
+
+
+def block_width(n: int) -> int:
+    """The block covering ``n`` features: the next power of two, at least 16 (``tl.dot``'s
+    smallest)."""
+    return max(16, 1 << (max(n, 1) - 1).bit_length())
 
 
 def interpreted() -> bool:
@@ -91,10 +104,21 @@ class KernelSwitch:
             x.is_cuda
             and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
             and not self.failed
-            and os.environ.get("FILTERFORMER_FUSED", "cuda").strip().lower() != "never"
+            and fused_mode() != "never"
             and not torch.compiler.is_compiling()
             and triton_available()
         )
+
+    def run(self, kernels: Callable[[], T], other: Callable[[], T]) -> T:
+        """``kernels()``; on a kernel's failure (:func:`is_triton_error`) :meth:`fail` and
+        ``other()`` instead. Any other error is raised."""
+        try:
+            return kernels()
+        except Exception as err:
+            if not is_triton_error(err):
+                raise
+            self.fail(err)
+        return other()
 
     def fail(self, err: Exception) -> None:
         """Record a kernel failure: warn once; the method takes its other path from now on."""
