@@ -12,7 +12,19 @@ from typing import Any
 
 import torch
 
-__all__ = ["cpu_name", "load_average", "machine_info"]
+__all__ = ["DEVICES", "cpu_name", "load_average", "machine_info", "resolve_device"]
+
+DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the CPU
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is present, else ``cpu``; explicit choices are checked
+    (ValueError naming the valid ones)."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was requested but CUDA is not available; use cpu or auto")
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
 def cpu_name() -> str:

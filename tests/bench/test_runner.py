@@ -1,7 +1,7 @@
 import pytest
 
 from filterformer.bench import BenchSettings, BenchShape, run_table
-from filterformer.bench.run import resolve_device
+from filterformer.machine import resolve_device
 
 QUICK = BenchShape.quick()
 

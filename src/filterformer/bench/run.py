@@ -8,9 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import torch
-
-from ..machine import load_average, machine_info
+from ..machine import load_average, machine_info, resolve_device
 from ..process_memory import keep_freed_memory
 from ..provenance import source_revision
 from .measure import Rounds, make_record, measure_cases
@@ -21,11 +19,9 @@ from .step_cases import ALL_MODES, COMPILED, MODES, BenchShape
 from .target_list import GPU_TARGETS, TARGETS
 from .targets import Case, Target, TargetResult, judge
 
-__all__ = ["DEFAULT_LENGTHS", "DEVICES", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS",
-           "BenchSettings", "NothingMeasured", "resolve_device", "run_and_write", "run_table",
-           "run_targets"]
+__all__ = ["DEFAULT_LENGTHS", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS", "BenchSettings",
+           "NothingMeasured", "run_and_write", "run_table", "run_targets"]
 
-DEVICES = ("auto", "cpu", "cuda")  # auto: CUDA when it is available, else the CPU
 DEFAULT_LENGTHS, QUICK_LENGTHS = (256, 1024, 4096, 16384), (32, 64)
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png")
 TARGET_SETS = ("cpu", "gpu", "none")  # which targets a run measures
@@ -38,15 +34,6 @@ class NothingMeasured(ValueError):
     def __init__(self, message: str, report: str) -> None:
         super().__init__(message)
         self.report = report
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is present, else ``cpu``; explicit choices are checked."""
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was requested but CUDA is not available; use cpu or auto")
-    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,8 @@ from ..bench import (
     method_names,
     run_and_write,
 )
-from ..bench.run import (
-    DEFAULT_LENGTHS,
-    DEVICES,
-    OUTPUT_FILES,
-    QUICK_LENGTHS,
-    NothingMeasured,
-    resolve_device,
-)
+from ..bench.run import DEFAULT_LENGTHS, OUTPUT_FILES, QUICK_LENGTHS, NothingMeasured
+from ..machine import DEVICES, resolve_device
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
 

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..machine import resolve_device
+
 __all__ = ["DistributedContext", "setup_distributed", "torchrun_rank", "torchrun_world_size"]
 
 
@@ -101,9 +103,7 @@ def setup_distributed(device: str = "auto") -> DistributedContext:
     Raises:
         ValueError: for ``cuda`` without a GPU, or fewer GPUs than processes on a machine.
     """
-    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-    if use_cuda and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but no GPU is available; valid: auto, cpu")
+    use_cuda = resolve_device(device) == "cuda"
     world_size = torchrun_world_size()
     rank = torchrun_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))

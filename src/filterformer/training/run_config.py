@@ -16,6 +16,7 @@ from typing import Any
 
 from ..checks import check_integer
 from ..jsonsafe import plain_data
+from ..machine import DEVICES
 from ..method_spec import CONFIG_FIELDS, MethodSpec
 from ..methods import apply_method, method_changes
 from ..models import TransformerConfig
@@ -43,7 +44,6 @@ __all__ = [
 DECAYS = ("cosine", "linear", "constant")
 #: ``auto`` is bf16 autocast on a GPU that supports it, else fp32; bf16/fp16 need a GPU.
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-DEVICES = ("auto", "cpu", "cuda")
 #: The task a run trains on when none is named, and its loader options: a small ListOps that
 #: trains in minutes on a CPU.
 DEFAULT_TASK = "listops"
