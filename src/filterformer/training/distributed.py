@@ -101,7 +101,8 @@ def setup_distributed(device: str = "auto") -> DistributedContext:
         device: ``auto`` (a GPU when there is one), ``cpu`` or ``cuda``.
 
     Raises:
-        ValueError: for ``cuda`` without a GPU, or fewer GPUs than processes on a machine.
+        ValueError: for a device not in :data:`~filterformer.machine.DEVICES`, ``cuda``
+            without a GPU, or fewer GPUs than processes on a machine.
     """
     use_cuda = resolve_device(device) == "cuda"
     world_size = torchrun_world_size()
