@@ -25,7 +25,8 @@ def _records():
 def _results():
     target = Target("gfsa / sdpa", Case("gfsa", 4096, "train"), Case("sdpa", 4096, "train"),
                     2.1, "<=")
-    value = random.uniform(1.0, 3.0)
+    # Away from the bound, where the value is written with two decimals (see the next tests).
+    value = random.choice([random.uniform(1.0, 2.05), random.uniform(2.15, 3.0)])
     return [TargetResult(target, value, (value - 0.1, value + 0.1)),
             TargetResult(target, None, note="not measured here (CPU)")]
 
@@ -55,6 +56,21 @@ def test_report_names_the_machine_and_lists_modes_targets_and_skipped_reasons():
         machine = {**MACHINE, "source": {"commit": commit, "modified": modified}}
         text = markdown_report(_records(), results, machine, "filterformer bench")
         assert f"- Command: `filterformer bench` at commit {commit[:7]}{tail}\n" in text
+
+
+def test_a_value_that_rounds_to_its_bound_is_written_with_the_decimals_that_tell_them_apart():
+    bound = round(random.uniform(0.5, 2.0), 2)
+    target = Target("eager / compiled", Case("model-gfsa", 4096, "train"),
+                    Case("model-gfsa", 4096, "compiled"), bound, ">=")
+    below = bound - random.uniform(1e-4, 4e-3)  # written with two decimals, it reads as the bound
+    text = markdown_report([], [TargetResult(target, below, (below - 0.1, below + 0.1))], MACHINE,
+                           "filterformer bench")
+    row = next(line for line in text.splitlines() if line.startswith("| eager / compiled |"))
+    value = row.split(" | ")[2].split(" (")[0]
+    assert float(value) < bound and round(below, len(value.split(".")[1])) == float(value)
+    assert row.endswith(f"| >= {bound:g} | **miss** |")
+    exact = markdown_report([], [TargetResult(target, bound)], MACHINE, "filterformer bench")
+    assert f"| {bound:.2f} | >= {bound:g} | pass |" in exact
 
 
 def test_bench_json_holds_machine_records_and_targets(tmp_path):

@@ -8,7 +8,7 @@ from typing import Any
 from .method_table import get_method
 from .records import BenchRecord
 from .step_cases import ALL_MODES
-from .targets import TargetResult
+from .targets import Target, TargetResult
 
 __all__ = ["markdown_report", "quantity_table", "targets_table"]
 
@@ -28,6 +28,17 @@ def _number(value: float) -> str:
     if 0 < abs(value) < 0.01:
         return f"{value:.1e}"
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def _value_text(value: float, target: Target) -> str:
+    """``value`` as :func:`_number` writes it, with more decimals (up to six) where that would
+    read as the bound itself: 0.9494 against ``>= 0.95`` is a miss, and reads 0.949."""
+    text, decimals = _number(value), 2
+    while (target.direction != "info" and value != target.bound and decimals < 6
+           and float(text) == target.bound):
+        decimals += 1
+        text = f"{value:.{decimals}f}"
+    return text
 
 
 def _cell(records: list[BenchRecord], record: BenchRecord | None, quantity: str) -> str:
@@ -68,7 +79,7 @@ def targets_table(results: list[TargetResult]) -> str:
     lines = ["| target | mode | value | required | result |", "|---|---|---:|---|---|"]
     for result in results:
         target, spread = result.target, result.spread
-        value = "—" if result.value is None else _number(result.value) + (
+        value = "—" if result.value is None else _value_text(result.value, target) + (
             " ({:.2f}–{:.2f})".format(*spread) if spread else "")
         verdict = {None: result.note or "not measured", True: "pass", False: "**miss**"}[
             result.passed]
