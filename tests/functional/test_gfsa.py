@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from filterformer.functional import gfsa, gfsa_filter, gfsa_response
+from filterformer.functional import gfsa, gfsa_combine, gfsa_filter, gfsa_response
 
 from .reference import efficient_maps, explicit_attention, explicit_filter, relative_error
 
@@ -135,6 +135,46 @@ def test_bfloat16_close_to_float32():
     low = gfsa(*(t.bfloat16() for t in (q, k, v, w0, w1, wK)), K=3, key_padding_mask=padding)
     assert low.dtype == torch.bfloat16
     assert relative_error(low.double(), ref.double()) < 3e-2
+
+
+@pytest.mark.parametrize("base", ["softmax", "efficient"])
+def test_under_autocast_the_filter_comes_out_in_its_passes_half_precision(base):
+    # As a module's bfloat16 projections give them: q, k, v in bfloat16, the coefficients float32.
+    q, k, v = (t.bfloat16() for t in _inputs(dtype=torch.float32)[:3])
+    coefficients = [torch.randn(H, requires_grad=True) for _ in range(3)]
+    padding, grad = _padding(), torch.randn(B, H, N, D)
+    with torch.autocast("cpu", torch.bfloat16):
+        out = gfsa(q, k, v, *coefficients, K=3, key_padding_mask=padding, base=base)
+    assert out.dtype == torch.bfloat16  # as attend's under autocast: no float32 copy of H̃V
+    out.backward(grad.bfloat16())
+    wide = [w.detach().double().requires_grad_() for w in coefficients]
+    ref = gfsa(q.double(), k.double(), v.double(), *wide, K=3, key_padding_mask=padding,
+               base=base)
+    ref.backward(grad.double())
+    assert relative_error(out.double(), ref) < 3e-2
+    for w, w_ref in zip(coefficients, wide, strict=True):
+        assert w.grad.dtype == torch.float32  # the leaves' own dtype
+        assert relative_error(w.grad.double(), w_ref.grad) < 3e-2
+
+
+def test_combination_is_formed_in_the_terms_dtype_with_the_coefficients_cast_to_it():
+    K = 3
+    w0, w1, wK = (torch.randn(H, dtype=torch.float64) for _ in range(3))
+    terms = [torch.randn(B, H, N, D, dtype=torch.float64) for _ in range(3)]
+    view = lambda w: w.view(1, H, 1, 1)  # noqa: E731
+    expected = (view(w0) * terms[0] + view(w1) * terms[1]
+                + view(wK) * (terms[1] + (K - 1) * (terms[2] - terms[1])))
+    for term_dtype, coefficient_dtype, tolerance in ((torch.bfloat16, torch.float32, 3e-2),
+                                                     (torch.float64, torch.float32, 1e-6),
+                                                     (torch.float32, torch.float64, 1e-6)):
+        narrow = [t.to(term_dtype) for t in terms]
+        out = gfsa_combine(*narrow, *(w.to(coefficient_dtype) for w in (w0, w1, wK)), K=K)
+        assert out.dtype == term_dtype
+        reference = (view(w0) * narrow[0].double() + view(w1) * narrow[1].double()
+                     + view(wK) * (narrow[1].double()
+                                   + (K - 1) * (narrow[2].double() - narrow[1].double())))
+        assert relative_error(out.double(), reference) < tolerance
+        assert relative_error(reference, expected) < tolerance
 
 
 def test_gfsa_filter_matches_reference_and_response():

@@ -72,6 +72,12 @@ def gfsa_combine(
 ) -> Tensor:
     """Mix the filter's terms: ``w0·V + w1·ĀV + wK·(ĀV + (K−1)(Ā²V − ĀV))``.
 
+    The sum is formed in the terms' dtype (the promotion of ``values``, ``first_power`` and
+    ``last_power``'s), the coefficients cast to it: under autocast the attention passes return
+    half precision, and so does the filter, as softmax attention does, with no float32 copy of
+    its ``(B, h, N, d)`` terms in the forward or the backward. The coefficients' gradients reach
+    them in their own dtype.
+
     Args:
         values: ``(B, h, N, d)``, V at the query positions.
         first_power: ``ĀV``, ``(B, h, N, d)``.
@@ -84,7 +90,10 @@ def gfsa_combine(
         ``(B, h, N, d)``.
     """
     w0, w1, wK = _check_coefficients(w0, w1, wK, values.shape[1])
-    return _mix_terms(values, first_power, last_power, w0, w1, wK, K, exact_power)
+    dtype = values.dtype
+    for term in (first_power, last_power):  # promote_types only where they differ (host cost)
+        dtype = dtype if term.dtype == dtype else torch.promote_types(dtype, term.dtype)
+    return _mix_terms(values, first_power, last_power, w0, w1, wK, K, exact_power, dtype)
 
 
 #: GFSA's combination is three elementwise terms: fusing them saves less GPU time than a
@@ -93,12 +102,15 @@ def gfsa_combine(
 @fused(min_elements=2**23)
 def _mix_terms(
     values: Tensor, first: Tensor, last: Tensor, w0: Tensor, w1: Tensor, wK: Tensor, K: int,
-    exact_power: bool,
+    exact_power: bool, dtype: torch.dtype,
 ) -> Tensor:
-    """:func:`gfsa_combine` after its checks; coefficients ``(1, h, 1, 1)``. One fused region on
-    CUDA: the coefficients' arithmetic and the three terms become one kernel (two backward)."""
+    """:func:`gfsa_combine` after its checks; coefficients ``(1, h, 1, 1)``, combined in their
+    own dtype and cast to ``dtype``, the terms'. One fused region on CUDA: the coefficients'
+    arithmetic and the three terms become one kernel (two backward)."""
     # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
     first_weight, last_weight = (w1, wK) if exact_power else (w1 + (2 - K) * wK, (K - 1) * wK)
+    w0, first_weight, last_weight = (w if w.dtype == dtype else w.to(dtype)
+                                     for w in (w0, first_weight, last_weight))
     out = torch.addcmul(w0 * values, first_weight, first)
     return torch.addcmul(out, last_weight, last)
 
