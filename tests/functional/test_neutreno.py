@@ -3,6 +3,8 @@ import torch
 
 from filterformer.functional import check_neutreno_lambda, neutreno
 
+from .reference import relative_error
+
 
 def test_neutreno_adds_the_fidelity_term_per_head():
     attended, values, first = (torch.randn(2, 3, 5, 4, dtype=torch.float64) for _ in range(3))
@@ -46,3 +48,20 @@ def test_grouped_values_must_divide_the_heads():
     attended, values = torch.randn(1, 6, 3, 4), torch.randn(1, 4, 3, 4)
     with pytest.raises(ValueError, match="values have 4 heads, which does not divide the 6"):
         neutreno(attended, values, values, 0.5)
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2])
+def test_a_learned_lambda_keeps_the_terms_half_precision_and_gets_its_own_gradient(kv_heads):
+    batch, heads, length, dim = 2, 4, 5, 3
+    attended = torch.randn(batch, heads, length, dim).bfloat16()
+    values, first = (torch.randn(batch, kv_heads, length, dim).bfloat16() for _ in range(2))
+    lam = torch.rand(heads, requires_grad=True)  # float32, as a learned λ is
+    out = neutreno(attended, values, first, lam)
+    assert out.dtype == torch.bfloat16  # as attention without the term gives
+    grad = torch.randn(batch, heads, length, dim)
+    out.backward(grad.bfloat16())
+    wide = lam.detach().double().requires_grad_()
+    ref = neutreno(attended.double(), values.double(), first.double(), wide)
+    ref.backward(grad.double())
+    assert relative_error(out.double(), ref) < 2e-2
+    assert lam.grad.dtype == torch.float32 and relative_error(lam.grad.double(), wide.grad) < 2e-2

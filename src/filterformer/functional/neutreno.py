@@ -45,10 +45,12 @@ def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float 
             layer's values at the same positions.
         first_values: values of the first attention layer of the same forward pass (not
             detached), shaped like ``values``.
-        lam: scalar, or ``(h,)`` for a per-head λ.
+        lam: scalar, or ``(h,)`` for a per-head λ (a learned one: cast to the terms' dtype, so
+            that under autocast the sum stays in the half precision of ``attended`` and
+            ``V⁰ − V``, as without the term; its gradient reaches λ in λ's own dtype).
 
     Returns:
-        ``(B, h, N, d)``.
+        ``(B, h, N, d)`` in the promotion of ``attended``'s and ``V⁰ − V``'s dtypes.
 
     Raises:
         ValueError: when ``values`` has a number of heads that does not divide ``h``.
@@ -64,6 +66,9 @@ def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float 
         attended = attended.reshape(batch, kv_heads, group, length, dim)
         difference = difference.unsqueeze(2)
     if isinstance(lam, Tensor):
+        dtype = attended.dtype if attended.dtype == difference.dtype else torch.promote_types(
+            attended.dtype, difference.dtype)
+        lam = lam if lam.dtype == dtype else lam.to(dtype)
         if lam.dim() == 1:
             lam = lam.view(1, kv_heads, group, 1, 1) if group > 1 else lam.view(1, -1, 1, 1)
         out = torch.addcmul(attended, lam, difference)
