@@ -87,6 +87,11 @@ def _check_k(k: int, available: int, needed: int) -> int:
     return k
 
 
+def _check_temperature(temperature: float) -> None:
+    if not temperature > 0:  # NaN included
+        raise ValueError(f"temperature must be > 0; got {temperature}")
+
+
 def _candidate_rows(scores: Tensor, candidates: Tensor | CandidateRows) -> CandidateRows:
     """``candidates`` as a function of indices, after checking a tensor's shape."""
     if callable(candidates) and not isinstance(candidates, Tensor):
@@ -150,8 +155,7 @@ def sampling_mixture(
     Returns:
         ``(keep, mix)``: ``(..., k)`` and ``(..., k, k)``.
     """
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0; got {temperature}")
+    _check_temperature(temperature)
     prob = torch.sigmoid((z_top.unsqueeze(-1) - z_bot.unsqueeze(-2)) / temperature)
     return prob.mean(dim=-1), (1 - prob) / z_bot.shape[-1]
 
@@ -187,6 +191,7 @@ def differentiable_topk(
         raise ValueError(f"mode must be one of {SAMPLING_MODES}; got {mode!r}")
     rows = _candidate_rows(scores, candidates)
     _check_k(k, scores.shape[-1], 2 * k)
+    _check_temperature(temperature)
     index = scores.topk(2 * k, dim=-1).indices  # top k, then the runners-up (topk_split)
     chosen = rows(index)  # one gather for both blocks
     x_top, x_bot = chosen[..., :k, :], chosen[..., k:, :]
@@ -195,11 +200,36 @@ def differentiable_topk(
     # gives the scores is small. Weights and mixture are formed in float32 at least.
     wide = torch.promote_types(torch.promote_types(scores.dtype, chosen.dtype), torch.float32)
     z = scores.gather(-1, index).to(wide)
+    if mode == "hard":  # exactly x_top; the mixture exists only in the backward
+        return _StraightThroughSample.apply(x_top, x_bot, z, float(temperature))
     keep, mix = sampling_mixture(z[..., :k], z[..., k:], temperature)
-    if mode == "soft":
-        soft = keep.unsqueeze(-1) * x_top.to(wide) + mix @ x_bot.to(wide)
-        return soft.to(chosen.dtype)
-    # Straight-through: the value is exactly x_top; only the scores see the soft sample's
-    # gradient, built from detached vectors so neither x_top nor x_bot gets a second path.
-    soft = keep.unsqueeze(-1) * x_top.detach().to(wide) + mix @ x_bot.detach().to(wide)
-    return x_top + (soft - soft.detach()).to(chosen.dtype)
+    soft = keep.unsqueeze(-1) * x_top.to(wide) + mix @ x_bot.to(wide)
+    return soft.to(chosen.dtype)
+
+
+class _StraightThroughSample(torch.autograd.Function):
+    """The hard sample: forward ``X_top`` ``(..., k, C)`` itself; backward ``X_top``'s gradient
+    unchanged, none to ``X_bot``, and to the scores ``z`` ``(..., 2k)`` (top k, then the
+    runners-up, at least float32) the gradient that the soft sample ``keep ⊙ X_top + mix @ X_bot``
+    of these vectors held constant gives them (:func:`sampling_mixture`), written out: with
+    ``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)`` and ``G`` the gradient,
+    ``dP[m, v] = (G[m]·X_top[m] − G[m]·X_bot[v]) / k`` and ``dS = dP ⊙ P(1 − P) / τ``, then
+    ``dz_top[m] = Σ_v dS[m, v]`` and ``dz_bot[v] = −Σ_m dS[m, v]``. The forward pass forms no
+    ``(k, k)`` mixture, which a value equal to ``X_top`` never reads."""
+
+    @staticmethod
+    def forward(ctx, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+        ctx.save_for_backward(x_top, x_bot, z)
+        ctx.temperature = temperature
+        return x_top.view_as(x_top)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor, None]:
+        x_top, x_bot, z = ctx.saved_tensors
+        k, wide, tau = x_top.shape[-2], z.dtype, ctx.temperature
+        g = grad.to(wide)  # G·X in float32 at least: half-precision products overflow
+        along_top = (g * x_top.to(wide)).sum(-1, keepdim=True)  # (..., k, 1): G[m]·X_top[m]
+        along_bot = g @ x_bot.to(wide).transpose(-1, -2)  # (..., k, k): G[m]·X_bot[v]
+        prob = torch.sigmoid((z[..., :k, None] - z[..., None, k:]) / tau)
+        d_logit = (along_top - along_bot) * prob * (1 - prob) / (k * tau)
+        return grad, None, torch.cat([d_logit.sum(-1), -d_logit.sum(-2)], dim=-1), None
