@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..checks import check_integer, check_probability
+from .coefficient_dtype import as_terms_dtype, terms_dtype
 from .efficient import efficient_feature_maps
 from .fused import fused
 from .masks import check_qkv, key_padding_from_attn_mask
@@ -90,9 +91,7 @@ def gfsa_combine(
         ``(B, h, N, d)``.
     """
     w0, w1, wK = _check_coefficients(w0, w1, wK, values.shape[1])
-    dtype = values.dtype
-    for term in (first_power, last_power):  # promote_types only where they differ (host cost)
-        dtype = dtype if term.dtype == dtype else torch.promote_types(dtype, term.dtype)
+    dtype = terms_dtype(values, first_power, last_power)
     return _mix_terms(values, first_power, last_power, w0, w1, wK, K, exact_power, dtype)
 
 
@@ -109,7 +108,7 @@ def _mix_terms(
     arithmetic and the three terms become one kernel (two backward)."""
     # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
     first_weight, last_weight = (w1, wK) if exact_power else (w1 + (2 - K) * wK, (K - 1) * wK)
-    w0, first_weight, last_weight = (w if w.dtype == dtype else w.to(dtype)
+    w0, first_weight, last_weight = (as_terms_dtype(w, dtype)
                                      for w in (w0, first_weight, last_weight))
     out = torch.addcmul(w0 * values, first_weight, first)
     return torch.addcmul(out, last_weight, last)

@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .coefficient_dtype import as_terms_dtype, terms_dtype
+
 __all__ = ["check_neutreno_lambda", "neutreno"]
 
 
@@ -66,9 +68,7 @@ def neutreno(attended: Tensor, values: Tensor, first_values: Tensor, lam: float 
         attended = attended.reshape(batch, kv_heads, group, length, dim)
         difference = difference.unsqueeze(2)
     if isinstance(lam, Tensor):
-        dtype = attended.dtype if attended.dtype == difference.dtype else torch.promote_types(
-            attended.dtype, difference.dtype)
-        lam = lam if lam.dtype == dtype else lam.to(dtype)
+        lam = as_terms_dtype(lam, terms_dtype(attended, difference))
         if lam.dim() == 1:
             lam = lam.view(1, kv_heads, group, 1, 1) if group > 1 else lam.view(1, -1, 1, 1)
         out = torch.addcmul(attended, lam, difference)

@@ -156,8 +156,13 @@ def sampling_mixture(
         ``(keep, mix)``: ``(..., k)`` and ``(..., k, k)``.
     """
     _check_temperature(temperature)
-    prob = torch.sigmoid((z_top.unsqueeze(-1) - z_bot.unsqueeze(-2)) / temperature)
+    prob = _pair_probabilities(z_top, z_bot, temperature)
     return prob.mean(dim=-1), (1 - prob) / z_bot.shape[-1]
+
+
+def _pair_probabilities(z_top: Tensor, z_bot: Tensor, temperature: float) -> Tensor:
+    """``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)``: ``(..., k)`` twice -> ``(..., k, k)``."""
+    return torch.sigmoid((z_top.unsqueeze(-1) - z_bot.unsqueeze(-2)) / temperature)
 
 
 def differentiable_topk(
@@ -230,6 +235,6 @@ class _StraightThroughSample(torch.autograd.Function):
         g = grad.to(wide)  # G·X in float32 at least: half-precision products overflow
         along_top = (g * x_top.to(wide)).sum(-1, keepdim=True)  # (..., k, 1): G[m]·X_top[m]
         along_bot = g @ x_bot.to(wide).transpose(-1, -2)  # (..., k, k): G[m]·X_bot[v]
-        prob = torch.sigmoid((z[..., :k, None] - z[..., None, k:]) / tau)
+        prob = _pair_probabilities(z[..., :k], z[..., k:], tau)
         d_logit = (along_top - along_bot) * prob * (1 - prob) / (k * tau)
         return grad, None, torch.cat([d_logit.sum(-1), -d_logit.sum(-2)], dim=-1), None
