@@ -119,3 +119,39 @@ def test_targets_reading_the_same_cases_share_one_measurement_in_either_order(mo
     assert forward.value == pytest.approx(1 / backward.value)  # five rounds: an odd median
     assert [s.method for s in backward.sides] == ["efficient", "sdpa"]
     assert forward.passed is (forward.value <= 1.0)
+
+
+def test_a_target_with_a_time_factor_gets_that_many_times_the_runs_time_and_rounds(monkeypatch):
+    import random
+
+    from filterformer.bench import Case, Target, run
+    from filterformer.bench.measure import measure_cases
+
+    factor, budget = random.choice((2.0, 3.0, 4.0)), random.uniform(0.01, 0.02)
+    plain = Target("plain", Case("sdpa", 16, "inference"), Case("efficient", 16, "inference"),
+                   1.0, "<=")
+    longer = Target("longer", Case("sdpa", 32, "inference"), Case("efficient", 32, "inference"),
+                    1.0, "<=", time_factor=factor)
+    seen = {}
+
+    def recorded(cases, *args, rounds, **kwargs):
+        seen[cases[0].N] = rounds
+        return measure_cases(cases, *args, rounds=rounds, **kwargs)
+
+    monkeypatch.setattr(run, "measure_cases", recorded)
+    monkeypatch.setattr(run, "TARGETS", (plain, longer))
+    monkeypatch.setattr(run, "GPU_TARGETS", ())
+    results = run.run_targets(_settings(methods=(), target_s=budget))
+    assert all(r.value is not None for r in results)
+    assert (seen[16].budget_s, seen[16].most) == (budget, 15)
+    assert seen[32].budget_s == pytest.approx(budget * factor)
+    assert seen[32].most == round(15 * factor) and seen[32].least == seen[16].least
+
+
+def test_the_compiled_step_targets_take_three_times_the_rounds():
+    from filterformer.bench import TARGETS
+
+    compiled = [t for t in TARGETS if "compiled" in (t.numerator.mode, t.denominator.mode)]
+    assert len(compiled) == 8
+    assert {t.time_factor for t in compiled} == {3.0}
+    assert {t.time_factor for t in TARGETS if t not in compiled} == {1.0}

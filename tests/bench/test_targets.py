@@ -64,6 +64,9 @@ def test_bad_direction_and_quantity_are_rejected_naming_the_choices():
         Target("t", A, B, 1.0, "<")
     with pytest.raises(ValueError, match="quantity one of time, memory, first"):
         Target("t", A, B, 1.0, "<=", quantity="flops")
+    for factor in (0.0, -random.random(), float("nan")):
+        with pytest.raises(ValueError, match="time_factor must be > 0"):
+            Target("t", A, B, 1.0, "<=", time_factor=factor)
 
 
 def test_every_target_names_cases_a_run_can_build_and_the_gpu_ones_run_under_bf16():

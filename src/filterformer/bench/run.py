@@ -116,12 +116,12 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
     """Every target, its cases measured side by side where ``settings`` runs it (once for all
     the targets that read the same cases), else with a note saying why."""
     device = resolve_device(settings.device)
-    rounds = Rounds(5, 15, settings.target_s, settings.target_limit_s)
     runs = {target: _quick(target) if settings.quick else target
             for target in (*TARGETS, *GPU_TARGETS) if _not_run(target, settings, device) is None}
 
     def key(run: Target) -> tuple[object, ...]:
-        return frozenset((run.numerator, run.denominator)), run.shape, run.precision
+        return (frozenset((run.numerator, run.denominator)), run.shape, run.precision,
+                run.time_factor)
 
     measured, results = {}, []
     for target in (*TARGETS, *GPU_TARGETS):
@@ -130,6 +130,9 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
             results.append(TargetResult(target, None, note=_not_run(target, settings, device)))
             continue
         if key(run) not in measured:
+            factor = run.time_factor  # more rounds: both the budget and the most rounds grow
+            rounds = Rounds(5, round(15 * factor), settings.target_s * factor,
+                            settings.target_limit_s)
             measured[key(run)] = measure_cases(
                 list(dict.fromkeys((run.numerator, run.denominator))), run.shape or settings.shape,
                 device, precision=run.precision, rounds=rounds)

@@ -29,7 +29,9 @@ class Case(NamedTuple):  # a row of the method table at length N in a mode
 @dataclass(frozen=True)
 class Target:
     """``quantity`` of ``numerator`` over ``denominator`` must be ``direction`` ``bound``; the
-    sides are built at ``shape`` (the run's where None) under autocast to ``precision``."""
+    sides are built at ``shape`` (the run's where None) under autocast to ``precision`` and
+    alternated for ``time_factor`` times the run's time per target (more rounds where the
+    rounds' ratios spread about as wide as the bound's margin)."""
 
     name: str
     numerator: Case
@@ -39,8 +41,11 @@ class Target:
     quantity: str = "time"
     shape: BenchShape | None = None
     precision: str = "fp32"
+    time_factor: float = 1.0
 
     def __post_init__(self) -> None:
+        if not self.time_factor > 0:
+            raise ValueError(f"time_factor must be > 0; got {self.time_factor!r}")
         if self.direction not in DIRECTIONS or self.quantity not in QUANTITIES:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)} and quantity "
                              f"one of {', '.join(QUANTITIES)}; got {self.direction!r} and "
