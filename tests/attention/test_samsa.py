@@ -325,3 +325,96 @@ def test_float16_gradients_are_finite_wherever_float16_holds_them(mode):
     # What SAMSA adds (its scores, supports and the sampled keys' gradients) always fits.
     for name in ("scores", "support_keys", "support_values", "support_scores", "qkv output"):
         assert checked.count(name) == 20, name
+
+
+def _spy_on_keys(module):
+    """Record whether each call's ``attend`` got every token's keys (True) or None (False)."""
+    seen, attend = [], module.attend
+
+    def recorded(q, k, v, inputs):
+        seen.append(k is not None)
+        return attend(q, k, v, inputs)
+
+    module.attend = recorded
+    return seen
+
+
+@pytest.mark.parametrize("qkv_bias", [True, False])
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+@pytest.mark.parametrize("training", [True, False])
+def test_projecting_only_the_sampled_rows_equals_projecting_every_token(mode, training, qkv_bias):
+    # A layer after the first (V⁰ recorded) without NeuTRENO projects only the rows it samples
+    # from x; output and every gradient equal those of projecting every token and gathering.
+    module = _module(mode=mode, qkv_bias=qkv_bias).train(training)
+    with torch.no_grad():
+        module.qkv.bias.normal_() if qkv_bias else None
+    length = 4 * HEADS * SAMPLES
+    x = torch.randn(3, length, DIM, dtype=torch.float64, requires_grad=True)
+    padding = torch.ones(3, length, dtype=torch.bool)
+    padding[1, length // 3 :] = False
+    first_values = torch.randn(3, HEADS, length, HEAD_DIM, dtype=torch.float64)
+    seen, results = _spy_on_keys(module), []
+    for every_token in (False, True):
+        module.projects_own_rows = lambda x, every_token=every_token: not every_token
+        torch.manual_seed(7)  # the same Gumbel noise on both paths
+        out = module(x, padding_mask=padding, context=AttentionContext(first_values=first_values))
+        params = [p for p in module.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(out.square().sum(), [x, *params], allow_unused=True)
+        results.append((out, grads))
+    assert seen == [False, True]
+    (own, own_grads), (every, every_grads) = results
+    torch.testing.assert_close(own, every)
+    for a, b in zip(own_grads, every_grads, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+    assert own_grads[0].abs().sum() > 0
+
+
+def test_hard_eval_from_the_sampled_rows_is_the_top_k_written_out():
+    module = _module(mode="hard").eval()
+    length = HEADS * SAMPLES + 5
+    x = torch.randn(2, length, DIM, dtype=torch.float64)
+    padding = torch.tensor([[True] * length, [True] * 4 + [False] * (length - 4)])
+    seen = _spy_on_keys(module)
+    context = AttentionContext(first_values=torch.randn(2, HEADS, length, HEAD_DIM).double())
+    out = module(x, padding_mask=padding, context=context)
+    assert seen == [False]
+    torch.testing.assert_close(out, _hard_reference(module, x, padding))
+
+
+def test_every_token_is_projected_where_its_keys_or_values_are_needed():
+    length = 2 * HEADS * SAMPLES
+    x = torch.randn(2, length, DIM, dtype=torch.float64)
+    recorded = torch.randn(2, HEADS, length, HEAD_DIM, dtype=torch.float64)
+    cases = {
+        "a later layer": (_module(), AttentionContext(first_values=recorded), length, False),
+        "the first layer (it records V⁰)": (_module(), AttentionContext(), length, True),
+        "NeuTRENO's term": (_module(neutreno_lambda=0.5), AttentionContext(first_values=recorded),
+                            length, True),
+        "maps recorded": (_module(), AttentionContext(first_values=recorded,
+                                                      output_attentions=True), length, True),
+        # h·2k rows gathered from x would outnumber its N tokens
+        "too few tokens": (_module(), AttentionContext(first_values=recorded[:, :, :5]), 5, True),
+    }
+    for name, (module, context, n, every_token) in cases.items():
+        seen = _spy_on_keys(module.train())
+        module(x[:, :n], context=context)
+        assert seen == [every_token], name
+
+
+def test_a_samsa_model_equals_one_that_projects_every_token():
+    from filterformer.models import Transformer, TransformerConfig
+
+    config = TransformerConfig(dim=DIM, depth=3, num_heads=HEADS, vocab_size=50, max_len=64,
+                               attention="samsa", attention_options={"num_samples": SAMPLES,
+                                                                     "mode": "hard"})
+    model = Transformer(config).double().eval()
+    ids = torch.randint(0, 50, (2, 4 * HEADS * SAMPLES))
+    layers = [m for m in model.modules() if isinstance(m, SamplingAttention)]
+    seen = [_spy_on_keys(layer) for layer in layers]
+    own = model(ids).last_hidden_state
+    assert [s[0] for s in seen] == [True, False, False]  # the first layer records V⁰
+    for layer in layers:
+        layer.projects_own_rows = lambda x: False
+    torch.testing.assert_close(own, model(ids).last_hidden_state)

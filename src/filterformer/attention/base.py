@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import check_integer, check_probability
@@ -164,11 +165,32 @@ class AttentionBase(nn.Module):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         return tuple(split_heads(t, self.num_heads) for t in (q, k, v))
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+    def project_queries(self, x: Tensor) -> Tensor:
+        """``(B, N, D)`` -> q ``(B, h, N, d)`` alone, as :meth:`project_qkv` gives it."""
+        bias = None if self.qkv.bias is None else self.qkv.bias[: self.dim]
+        return split_heads(F.linear(x, self.qkv.weight[: self.dim], bias), self.num_heads)
+
+    def projects_own_rows(self, x: Tensor) -> bool:
+        """Whether :meth:`attend` would rather project the keys and values it reads from
+        ``inputs.x`` ``(B, N, D)`` itself than have every token's projected (a method that reads
+        a few rows: SAMSA). False here. Where it says True, :meth:`forward` passes
+        ``k = v = None`` whenever nothing else needs this layer's keys and values: no decoding
+        cache, no NeuTRENO term, V⁰ already recorded by an earlier layer, no maps recorded."""
+        return False
+
+    def _keys_unused(self, x: Tensor, context: AttentionContext, cache: LayerCache | None) -> bool:
+        """Whether this call may leave the keys and values of every token unprojected."""
+        return (cache is None and not self.uses_neutreno and context.first_values is not None
+                and not context.output_attentions and self.projects_own_rows(x))
+
+    def attend(
+        self, q: Tensor, k: Tensor | None, v: Tensor | None, inputs: AttentionInputs
+    ) -> Tensor:
         """The method: ``(B, h, N, d)`` per-head outputs before the output projection.
 
         ``q`` covers the positions being computed; ``k`` and ``v`` cover every key (the cached
-        past ones too while decoding).
+        past ones too while decoding), or are both None where :meth:`projects_own_rows` lets
+        the method project the rows it reads from ``inputs.x``.
         """
         raise NotImplementedError
 
@@ -218,7 +240,10 @@ class AttentionBase(nn.Module):
             raise ValueError("a decoding cache needs a causal attention layer (causal=True)")
         context = AttentionContext() if context is None else context
         x = autocast_input(x)
-        q, k, v = self.project_qkv(x)
+        if self._keys_unused(x, context, cache):  # attend projects the rows it reads
+            q, k, v = self.project_queries(x), None, None
+        else:
+            q, k, v = self.project_qkv(x)
         keys, values = (k, v) if cache is None else cache.append_kv(k, v)
         held = x.shape[1] if cache is None else cache.length
         if padding_mask is not None:
@@ -229,7 +254,7 @@ class AttentionBase(nn.Module):
             )
             padding_mask = padding if padding_mask is None else padding & padding_mask
             attn_mask = None
-        span = keys.shape[-2]
+        span = held if keys is None else keys.shape[-2]
         inputs = AttentionInputs(
             x=x,
             residual=x if residual is None else residual,

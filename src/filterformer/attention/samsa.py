@@ -5,6 +5,8 @@ METHODS.md §4.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -30,6 +32,9 @@ from .context import AttentionMaps
 from .registry import register_attention
 
 __all__ = ["ImportanceScore", "SamplingAttention"]
+
+#: indices ``(B, h, m)`` -> the tokens' keys and values side by side ``(B, h, m, 2d)``.
+TokenRows = Callable[[Tensor], Tensor]
 
 
 class ImportanceScore(nn.Module):
@@ -153,26 +158,62 @@ class SamplingAttention(AttentionBase):
         support = self.support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
         return torch.cat([scores, support], dim=-1)
 
-    def _candidate_rows(self, k: Tensor, v: Tensor) -> CandidateRows:
+    def projects_own_rows(self, x: Tensor) -> bool:
+        """Project only the sampled tokens' keys and values (``O(m·D²)`` for m rows a head in
+        place of ``O(N·D²)``) where the rows gathered from ``x`` ``(B, N, D)``, m for each of h
+        heads (k in hard evaluation, 2k otherwise), are no more than its N; not in hard
+        evaluation on CUDA, whose kernel reads every token's rows where they live."""
+        hard_eval = self.mode == "hard" and not self.training
+        rows = self.num_samples * (1 if hard_eval else 2)
+        return self.num_heads * rows <= x.shape[1] and not (hard_eval and x.is_cuda)
+
+    def _projected_rows(self, x: Tensor) -> TokenRows:
+        """Keys and values side by side ``(B, h, m, 2d)`` of the tokens at indices ``(B, h, m)``,
+        each row projected from ``x`` ``(B, N, D)`` by its head's slice of ``qkv`` once chosen:
+        what gathering the rows of :meth:`project_qkv`'s k and v gives."""
+        h, d, dim = self.num_heads, self.head_dim, self.dim
+        weight = self.qkv.weight[dim:].view(2, h, d, dim).transpose(0, 1).reshape(h, 2 * d, dim)
+        bias = self.qkv.bias
+        if bias is not None:
+            bias = bias[dim:].view(2, h, d).transpose(0, 1).reshape(h, 1, 2 * d)
+
+        def rows(index: Tensor) -> Tensor:
+            picked = x.unsqueeze(1).expand(-1, h, -1, -1).gather(
+                -2, index.unsqueeze(-1).expand(*index.shape, dim))
+            out = picked @ weight.mT  # under autocast both in its dtype, as in the qkv Linear
+            return out if bias is None else out + bias.to(out.dtype)
+
+        return rows
+
+    @staticmethod
+    def _gathered_rows(k: Tensor, v: Tensor) -> TokenRows:
+        """Keys and values side by side ``(B, h, m, 2d)`` gathered from every token's k and v."""
+        return lambda index: torch.cat([gather_rows(k, index), gather_rows(v, index)], dim=-1)
+
+    def _candidate_rows(self, tokens: TokenRows, length: int, like: Tensor) -> CandidateRows:
         """The candidates, tokens then supports, as a function of indices ``(B, h, m)`` ->
         keys and values side by side ``(B, h, m, 2d)``: each row is gathered from where it lives
-        (the tokens' k and v, or the support tokens), so no ``(B, h, N + 2k, 2d)`` copy is made."""
-        length = k.shape[-2]
+        (the ``length`` tokens' rows by ``tokens``, or the support tokens, cast to ``like``'s
+        dtype), so no ``(B, h, N + 2k, 2d)`` copy is made."""
         support = torch.cat([self.support_keys, self.support_values], dim=-1)
-        support = support.to(k.dtype).expand(k.shape[0], -1, -1, -1)
+        support = support.to(like.dtype).expand(like.shape[0], -1, -1, -1)
 
         def rows(index: Tensor) -> Tensor:
             supports = gather_rows(support, (index - length).clamp(min=0))
             if length == 0:  # no tokens (N = 0): every candidate is a support token
                 return supports
-            token_index = index.clamp(max=length - 1)
-            tokens = torch.cat([gather_rows(k, token_index), gather_rows(v, token_index)], dim=-1)
-            return torch.where((index < length).unsqueeze(-1), tokens, supports)
+            token_rows = tokens(index.clamp(max=length - 1))
+            return torch.where((index < length).unsqueeze(-1), token_rows, supports)
 
         return rows
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, inputs: AttentionInputs) -> Tensor:
+    def attend(
+        self, q: Tensor, k: Tensor | None, v: Tensor | None, inputs: AttentionInputs
+    ) -> Tensor:
         scores = self.candidate_scores(inputs, noise=self.training or self.eval_noise)
+        if k is None:  # only the sampled tokens' keys and values are projected
+            tokens = self._projected_rows(inputs.x)
+            return self._attend_sampled(q, tokens, inputs.x.shape[-2], scores)
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
                 q, k, v, scores, self.support_keys, self.support_values):
             index = scores.topk(self.num_samples, dim=-1).indices
@@ -181,14 +222,14 @@ class SamplingAttention(AttentionBase):
                     q, k, v, self.support_keys.to(k.dtype), self.support_values.to(v.dtype),
                     index, self.scale,
                 ),
-                lambda: self._attend_sampled(q, k, v, scores),
+                lambda: self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores),
             )
-        return self._attend_sampled(q, k, v, scores)
+        return self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores)
 
-    def _attend_sampled(self, q: Tensor, k: Tensor, v: Tensor, scores: Tensor) -> Tensor:
-        """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)``, gathered
-        here (the path without the evaluation kernel)."""
-        candidates = self._candidate_rows(k, v)
+    def _attend_sampled(self, q: Tensor, tokens: TokenRows, length: int, scores: Tensor) -> Tensor:
+        """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)``, the
+        ``length`` tokens' rows given by ``tokens`` (the path without the evaluation kernel)."""
+        candidates = self._candidate_rows(tokens, length, q)
         if self.mode == "hard" and not self.training:
             sampled = topk_gather(scores, candidates, self.num_samples)
         else:
