@@ -177,9 +177,14 @@ class SamplingAttention(AttentionBase):
         if bias is not None:
             bias = bias[dim:].view(2, h, d).transpose(0, 1).reshape(h, 1, 2 * d)
 
+        batch, length = x.shape[:2]
+        flat_x = x.reshape(batch * length, dim)
+
         def rows(index: Tensor) -> Tensor:
-            picked = x.unsqueeze(1).expand(-1, h, -1, -1).gather(
-                -2, index.unsqueeze(-1).expand(*index.shape, dim))
+            # Rows of the flattened x: the backward adds into an x-sized gradient, where a gather
+            # from x expanded over the heads would fill an h times larger one.
+            offsets = torch.arange(batch, device=index.device).view(batch, 1, 1) * length
+            picked = flat_x.index_select(0, (index + offsets).flatten()).view(*index.shape, dim)
             out = picked @ weight.mT  # under autocast both in its dtype, as in the qkv Linear
             return out if bias is None else out + bias.to(out.dtype)
 
