@@ -19,10 +19,14 @@ __all__ = ["load_weights", "non_finite_parameters"]
 def non_finite_parameters(model: nn.Module, weights: Mapping[str, torch.Tensor]) -> list[str]:
     """The names of ``model``'s parameters whose tensor in ``weights`` holds NaN or an infinity.
 
-    Parameters only: a buffer may hold infinities on purpose (e.g. an attention mask).
+    Parameters only: a buffer may hold infinities on purpose (e.g. an attention mask). Every
+    entry of ``model``'s state dict that is not a buffer is a parameter's, under the name it is
+    saved by (SAMSA's ``support_rows`` are saved as ``support_keys`` and ``support_values``).
     """
-    return [name for name, _ in model.named_parameters(remove_duplicate=False)
-            if name in weights and not torch.isfinite(weights[name]).all()]
+    buffers = {name for name, _ in model.named_buffers(remove_duplicate=False)}
+    return [name for name in model.state_dict()
+            if name not in buffers and torch.is_tensor(weights.get(name))
+            and not torch.isfinite(weights[name]).all()]
 
 
 def load_weights(model: nn.Module, weights: Mapping[str, torch.Tensor], source: str) -> None:

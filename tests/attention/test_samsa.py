@@ -4,6 +4,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from filterformer.attention import (
     AttentionContext,
@@ -14,6 +16,7 @@ from filterformer.attention import (
 )
 from filterformer.attention.base import merge_heads, split_heads
 from filterformer.functional import topk_split
+from filterformer.strict_loading import load_weights, non_finite_parameters
 
 from .allocations import LargestAllocation, assert_no_quadratic_allocation
 from .overfit import overfit_ratio
@@ -323,7 +326,7 @@ def test_float16_gradients_are_finite_wherever_float16_holds_them(mode):
                 checked.append(name)
                 assert grads[name].isfinite().all(), name
     # What SAMSA adds (its scores, supports and the sampled keys' gradients) always fits.
-    for name in ("scores", "support_keys", "support_values", "support_scores", "qkv output"):
+    for name in ("scores", "support_rows", "support_scores", "qkv output"):
         assert checked.count(name) == 20, name
 
 
@@ -419,3 +422,70 @@ def test_a_samsa_model_equals_one_that_projects_every_token():
     for layer in layers:
         layer.projects_own_rows = lambda x: False
     torch.testing.assert_close(own, model(ids).last_hidden_state)
+
+
+class _SupportReads(TorchDispatchMode):
+    """The operations, views aside, that read a tensor sharing ``storage``'s memory."""
+
+    def __init__(self, storage):
+        super().__init__()
+        self.pointer, self.names = storage.data_ptr(), []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        inputs = pytree.tree_leaves((args, kwargs or {}))
+        if not func.is_view and any(isinstance(t, torch.Tensor)
+                                    and t.untyped_storage().data_ptr() == self.pointer
+                                    for t in inputs):
+            self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mode", ["soft", "hard"])
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_supports_are_read_once_a_call_from_their_one_layout(mode, training, autocast):
+    # Keys and values side by side in one parameter: no call concatenates them; each reads
+    # them once, by the gather of the sampled rows (float32) or by the cast autocast needs.
+    module = SamplingAttention(DIM, HEADS, num_samples=3, mode=mode).train(training)
+    with torch.no_grad():
+        module.support_scores.add_(10)  # supports among the sampled, so gradients reach them
+    assert module.support_keys.data_ptr() == module.support_rows.data_ptr()
+    assert module.support_values.untyped_storage().data_ptr() == module.support_rows.data_ptr()
+    x = torch.randn(2, 5, DIM, requires_grad=training)
+    reads = _SupportReads(module.support_rows.untyped_storage())
+    with reads, torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        out = module(x)
+    assert reads.names == (["_to_copy"] if autocast else ["gather"])
+    if training:
+        out.float().sum().backward()
+        grad = module.support_rows.grad
+        assert grad.shape == module.support_rows.shape and grad.abs().sum() > 0
+
+
+def test_the_state_dict_holds_the_support_keys_and_values_as_two_tensors():
+    module = _module()
+    state = module.state_dict()
+    assert "support_rows" not in state
+    keys, values = state["support_keys"], state["support_values"]
+    assert keys.is_contiguous() and values.is_contiguous()
+    assert keys.untyped_storage().data_ptr() != module.support_rows.data_ptr()
+    assert torch.equal(torch.cat([keys, values], dim=-1), module.support_rows)
+    # Loaded into a fresh module, the two tensors are laid side by side again.
+    fresh = SamplingAttention(DIM, HEADS, num_samples=SAMPLES).double()
+    fresh.load_state_dict({name: tensor.clone() for name, tensor in state.items()})
+    assert torch.equal(fresh.support_rows, module.support_rows)
+    x = torch.randn(2, 6, DIM, dtype=torch.float64)
+    torch.testing.assert_close(fresh.eval()(x), module.eval()(x), rtol=0, atol=0)
+    # Halves that do not fit are refused by name, as any mis-shaped weight is.
+    state["support_values"] = state["support_values"][:, :-1]
+    with pytest.raises(RuntimeError, match="support_rows"):
+        fresh.load_state_dict(state)
+
+
+def test_non_finite_supports_are_found_under_their_saved_names():
+    module = _module()
+    weights = module.state_dict()
+    weights["support_values"][1, 0, 2] = float("nan")
+    assert non_finite_parameters(module, weights) == ["support_values"]
+    with pytest.raises(ValueError, match="support_values"):
+        load_weights(module, weights, "checkpoint x.pt")

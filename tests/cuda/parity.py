@@ -137,10 +137,13 @@ def fix_gumbel_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     seeded by the shape, then moved to the scores' device and dtype. Every module of the package
     that holds :func:`gumbel_noise` by that name gets the replacement."""
 
-    def same_everywhere(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    def same_everywhere(
+        like: Tensor, generator: torch.Generator | None = None, dtype: torch.dtype | None = None
+    ) -> Tensor:
         seed = zlib.crc32(repr(tuple(like.shape)).encode())
         cpu = torch.empty(like.shape, dtype=torch.float64)
-        return gumbel_noise(cpu, generator=torch.Generator().manual_seed(seed)).to(like)
+        noise = gumbel_noise(cpu, generator=torch.Generator().manual_seed(seed))
+        return noise.to(like.device, dtype or like.dtype)
 
     users = [
         module for name, module in list(sys.modules.items())

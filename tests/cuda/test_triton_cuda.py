@@ -21,7 +21,7 @@ from ..functional.test_agf_triton import (
     _run,
     assert_kernels_equal_the_eager_layer,
 )
-from ..functional.test_samsa_triton import gathered_attention
+from ..functional.test_samsa_triton import float32_supports_and_half_tokens, gathered_attention
 
 pytestmark = [
     pytest.mark.cuda,
@@ -102,6 +102,17 @@ def test_samsa_kernel_equals_float64(cuda_device, dtype):
     ref = gathered_attention(*(t.to(dtype) for t in (q, k, v, sk, sv)), index, 0.125)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert ((out.cpu().double() - ref).norm() / ref.norm()).item() < tolerance
+
+
+def test_samsa_float32_supports_equal_supports_cast_before_the_call(cuda_device):
+    # The module passes float32 supports with half-precision tokens; the kernel's rounding to
+    # the products' precision is the one torch's cast makes.
+    q, k, v, rows, index = (t.to(cuda_device) for t in float32_supports_and_half_tokens())
+    out = samsa_sampled_attention(q, k, v, rows[..., :16], rows[..., 16:], index, 0.25)
+    cast = rows.to(torch.bfloat16)
+    expected = samsa_sampled_attention(q, k, v, cast[..., :16].contiguous(),
+                                       cast[..., 16:].contiguous(), index, 0.25)
+    assert torch.equal(out, expected)
 
 
 def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_device, monkeypatch):

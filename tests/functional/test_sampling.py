@@ -130,6 +130,10 @@ def test_gumbel_noise_has_the_gumbel_moments_and_follows_its_generator():
     assert noise.var().item() == pytest.approx(math.pi**2 / 6, rel=0.02)
     again = gumbel_noise(like, generator=torch.Generator().manual_seed(3))
     assert torch.equal(noise, again)
+    # In another dtype, for half-precision scores whose noise must be wider.
+    half = torch.empty(10, dtype=torch.bfloat16)
+    assert gumbel_noise(half, dtype=torch.float32).dtype == torch.float32
+    assert gumbel_noise(half).dtype == torch.bfloat16
 
 
 def test_invalid_arguments_are_rejected():

@@ -59,6 +59,27 @@ def test_half_precision_rounds_as_flash_attention():
     assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-2
 
 
+def float32_supports_and_half_tokens():
+    """bfloat16 q, k, v ``(2, 3, 40, 16)``, float32 support rows ``(3, 24, 32)`` (keys then
+    values, as the module holds them) and indices ``(2, 3, 20)`` into the 64 candidates."""
+    q, k, v = (torch.randn(2, 3, 40, 16).to(torch.bfloat16) for _ in range(3))
+    rows = torch.randn(3, 24, 32)
+    index = torch.stack([torch.stack([torch.randperm(64)[:20] for _ in range(3)])] * 2)
+    return q, k, v, rows, index
+
+
+def test_float32_supports_are_rounded_inside_to_the_products_precision():
+    # The module passes its float32 supports, views of one (h, M, 2d) parameter, with half-
+    # precision tokens. (The interpreter rounds float32 to bfloat16 toward zero, a GPU to
+    # nearest as torch does: the CUDA tier checks that this equals a cast before the call.)
+    q, k, v, rows, index = float32_supports_and_half_tokens()
+    out = samsa_sampled_attention(q, k, v, rows[..., :16], rows[..., 16:], index, 0.25)
+    cast = rows.to(torch.bfloat16)
+    ref = gathered_attention(q, k, v, cast[..., :16], cast[..., 16:], index, 0.25)
+    assert out.dtype == torch.bfloat16
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 2e-2
+
+
 def test_bad_index_is_refused_by_name():
     q = torch.randn(1, 2, 8, 16)
     support = torch.randn(2, 4, 16)

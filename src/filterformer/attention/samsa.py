@@ -133,13 +133,45 @@ class SamplingAttention(AttentionBase):
         self.temperature = float(temperature)
         self.eval_noise = eval_noise
         self.importance = ImportanceScore(dim, num_heads, score_hidden_dim)
-        support_shape = (num_heads, 2 * num_samples, self.head_dim)
-        self.support_keys = nn.Parameter(torch.randn(support_shape) * 0.02)
-        self.support_values = nn.Parameter(torch.randn(support_shape) * 0.02)
+        # Each support token's key then its value, side by side as the candidates' rows are: laid
+        # out once, so no call concatenates them (support_keys and support_values are views).
+        self.support_rows = nn.Parameter(
+            torch.randn(num_heads, 2 * num_samples, 2 * self.head_dim) * 0.02
+        )
         # Distinct scores: tied supports would be chosen by position, which padding shifts.
         self.support_scores = exclude_from_weight_decay(
             nn.Parameter(torch.randn(num_heads, 2 * num_samples) * 0.02)
         )
+
+    @property
+    def support_keys(self) -> Tensor:
+        """``(h, 2k, d)`` the support tokens' keys: a view of ``support_rows`` ``(h, 2k, 2d)``."""
+        return self.support_rows[..., : self.head_dim]
+
+    @property
+    def support_values(self) -> Tensor:
+        """``(h, 2k, d)`` the support tokens' values: a view of ``support_rows``."""
+        return self.support_rows[..., self.head_dim :]
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars) -> None:
+        # Weight files hold the supports as two tensors, support_keys and support_values, each
+        # contiguous (a file format may not share storage between tensors).
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        rows = destination.pop(prefix + "support_rows")
+        destination[prefix + "support_keys"] = rows[..., : self.head_dim].contiguous()
+        destination[prefix + "support_values"] = rows[..., self.head_dim :].contiguous()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # The two tensors of a weight file are laid side by side again; halves of mismatched
+        # shapes are left for the load to report.
+        names = (prefix + "support_keys", prefix + "support_values")
+        keys, values = (state_dict.get(name) for name in names)
+        if (keys is not None and values is not None and prefix + "support_rows" not in state_dict
+                and keys.shape[:-1] == values.shape[:-1]):
+            for name in names:
+                del state_dict[name]
+            state_dict[prefix + "support_rows"] = torch.cat([keys, values], dim=-1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def candidate_scores(self, inputs: AttentionInputs, *, noise: bool) -> Tensor:
         """Scores of the N tokens then the 2k support tokens, ``(B, h, N + 2k)``, ≥ float32.
@@ -148,10 +180,10 @@ class SamplingAttention(AttentionBase):
         dtype's minimum afterwards, so no noise can lift them.
         """
         scores = self.importance(inputs.residual)
-        # Gumbel noise and sigmoid comparisons of close scores need more than half precision.
-        scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-        if noise:
-            scores = scores + gumbel_noise(scores)
+        # Gumbel noise and sigmoid comparisons of close scores need more than half precision:
+        # the noise is drawn in float32 at least and its sum widens the scores, with no cast.
+        wide = torch.promote_types(scores.dtype, torch.float32)
+        scores = scores + gumbel_noise(scores, dtype=wide) if noise else scores.to(wide)
         if inputs.padding_mask is not None:
             lowest = torch.finfo(scores.dtype).min
             scores = scores.masked_fill(~inputs.padding_mask[:, None, :], lowest)
@@ -200,8 +232,7 @@ class SamplingAttention(AttentionBase):
         keys and values side by side ``(B, h, m, 2d)``: each row is gathered from where it lives
         (the ``length`` tokens' rows by ``tokens``, or the support tokens, cast to ``like``'s
         dtype), so no ``(B, h, N + 2k, 2d)`` copy is made."""
-        support = torch.cat([self.support_keys, self.support_values], dim=-1)
-        support = support.to(like.dtype).expand(like.shape[0], -1, -1, -1)
+        support = self.support_rows.to(like.dtype).expand(like.shape[0], -1, -1, -1)
 
         def rows(index: Tensor) -> Tensor:
             supports = gather_rows(support, (index - length).clamp(min=0))
@@ -224,8 +255,7 @@ class SamplingAttention(AttentionBase):
             index = scores.topk(self.num_samples, dim=-1).indices
             return SAMSA_KERNELS.run(
                 lambda: samsa_sampled_attention(
-                    q, k, v, self.support_keys.to(k.dtype), self.support_values.to(v.dtype),
-                    index, self.scale,
+                    q, k, v, self.support_keys, self.support_values, index, self.scale,
                 ),
                 lambda: self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores),
             )

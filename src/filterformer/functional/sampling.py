@@ -71,9 +71,12 @@ def add_rms_normed(
     return out if out_dtype is None else out.to(out_dtype)
 
 
-def gumbel_noise(like: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Gumbel(0, 1) noise of ``like``'s shape, dtype and device: ``−log(E)`` with E ~ Exp(1)."""
-    exp = torch.empty_like(like).exponential_(generator=generator)
+def gumbel_noise(
+    like: Tensor, generator: torch.Generator | None = None, dtype: torch.dtype | None = None
+) -> Tensor:
+    """Gumbel(0, 1) noise of ``like``'s shape and device, in ``dtype`` (``like``'s when None):
+    ``−log(E)`` with E ~ Exp(1)."""
+    exp = torch.empty_like(like, dtype=dtype).exponential_(generator=generator)
     return -exp.clamp_min(torch.finfo(exp.dtype).tiny).log()
 
 

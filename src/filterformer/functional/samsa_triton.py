@@ -64,8 +64,10 @@ def samsa_sampled_attention(
         q: ``(B, h, N, d)`` queries.
         k: ``(B, h, N, d)`` the tokens' keys.
         v: ``(B, h, N, d_v)`` the tokens' values.
-        support_keys: ``(h, M, d)`` support keys (in the products' dtype).
-        support_values: ``(h, M, d_v)`` support values.
+        support_keys: ``(h, M, d)`` support keys, in any floating dtype: read in float32 and
+            rounded to the products' precision inside the kernel, as the tokens' rows are, so
+            float32 parameters need no cast before the call.
+        support_values: ``(h, M, d_v)`` support values, likewise.
         index: ``(B, h, S)`` integer candidates in ``[0, N + M)``, S ≥ 1 (not checked: that
             would wait for the GPU; the module passes a top-k's indices).
         scale: the logits' scale.
