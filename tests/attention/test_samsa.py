@@ -4,8 +4,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-import torch.utils._pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from filterformer.attention import (
     AttentionContext,
@@ -18,6 +16,7 @@ from filterformer.attention.base import merge_heads, split_heads
 from filterformer.functional import topk_split
 from filterformer.strict_loading import load_weights, non_finite_parameters
 
+from ..operations import OperationCounts
 from .allocations import LargestAllocation, assert_no_quadratic_allocation
 from .overfit import overfit_ratio
 
@@ -424,22 +423,6 @@ def test_a_samsa_model_equals_one_that_projects_every_token():
     torch.testing.assert_close(own, model(ids).last_hidden_state)
 
 
-class _SupportReads(TorchDispatchMode):
-    """The operations, views aside, that read a tensor sharing ``storage``'s memory."""
-
-    def __init__(self, storage):
-        super().__init__()
-        self.pointer, self.names = storage.data_ptr(), []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        inputs = pytree.tree_leaves((args, kwargs or {}))
-        if not func.is_view and any(isinstance(t, torch.Tensor)
-                                    and t.untyped_storage().data_ptr() == self.pointer
-                                    for t in inputs):
-            self.names.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("mode", ["soft", "hard"])
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("autocast", [False, True])
@@ -452,10 +435,10 @@ def test_the_supports_are_read_once_a_call_from_their_one_layout(mode, training,
     assert module.support_keys.data_ptr() == module.support_rows.data_ptr()
     assert module.support_values.untyped_storage().data_ptr() == module.support_rows.data_ptr()
     x = torch.randn(2, 5, DIM, requires_grad=training)
-    reads = _SupportReads(module.support_rows.untyped_storage())
+    reads = OperationCounts(reading=module.support_rows.untyped_storage())
     with reads, torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         out = module(x)
-    assert reads.names == (["_to_copy"] if autocast else ["gather"])
+    assert reads.computed == ({"_to_copy": 1} if autocast else {"gather": 1})
     if training:
         out.float().sum().backward()
         grad = module.support_rows.grad

@@ -3,6 +3,7 @@ import torch
 
 from filterformer.functional import gfsa, gfsa_combine, gfsa_filter, gfsa_response
 
+from ..operations import OperationCounts
 from .reference import efficient_maps, explicit_attention, explicit_filter, relative_error
 
 B, H, N, D = 2, 3, 9, 5
@@ -175,6 +176,20 @@ def test_combination_is_formed_in_the_terms_dtype_with_the_coefficients_cast_to_
                                    + (K - 1) * (narrow[2].double() - narrow[1].double())))
         assert relative_error(out.double(), reference) < tolerance
         assert relative_error(reference, expected) < tolerance
+
+
+@pytest.mark.parametrize(("exact_power", "expected"), [
+    (False, {"add": 1, "mul": 1, "addcmul": 2}),  # the Taylor form's weights: one add
+    (True, {"mul": 1, "addcmul": 2}),
+])
+def test_combination_runs_the_fewest_operations(exact_power, expected):
+    # On short inputs each operation is a host cost (a GPU's step waits on its launches): the
+    # constant factors (2 − K) and (K − 1) ride on add's alpha and addcmul's value.
+    terms = [torch.randn(B, H, N, D) for _ in range(3)]
+    coefficients = [torch.randn(H) for _ in range(3)]
+    with OperationCounts() as counts:
+        gfsa_combine(*terms, *coefficients, K=4, exact_power=exact_power)
+    assert counts.computed == expected
 
 
 def test_gfsa_filter_matches_reference_and_response():

@@ -107,11 +107,12 @@ def _mix_terms(
     own dtype and cast to ``dtype``, the terms'. One fused region on CUDA: the coefficients'
     arithmetic and the three terms become one kernel (two backward)."""
     # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
-    first_weight, last_weight = (w1, wK) if exact_power else (w1 + (2 - K) * wK, (K - 1) * wK)
-    w0, first_weight, last_weight = (as_terms_dtype(w, dtype)
-                                     for w in (w0, first_weight, last_weight))
+    # The constant factors ride on the operations (add's alpha, addcmul's value): forming the
+    # weights is one operation, or none for the exact power (each a host cost on short inputs).
+    first_weight, last_factor = (w1, 1) if exact_power else (torch.add(w1, wK, alpha=2 - K), K - 1)
+    w0, first_weight, wK = (as_terms_dtype(w, dtype) for w in (w0, first_weight, wK))
     out = torch.addcmul(w0 * values, first_weight, first)
-    return torch.addcmul(out, last_weight, last)
+    return torch.addcmul(out, wK, last, value=last_factor)
 
 
 def attention_powers(
@@ -265,7 +266,9 @@ def gfsa(
             is_causal=is_causal, scale=scale, extend=extend, query_offset=query_offset,
         )
     start = key_len - query_len if query_offset is None else query_offset
-    values = repeat_heads(v[..., start : start + query_len, :], q.shape[1])
+    if start or query_len != key_len:  # decoding: V at the query positions only
+        v = v[..., start : start + query_len, :]
+    values = repeat_heads(v, q.shape[1])
     out = gfsa_combine(values, powers[0], powers[-1], w0, w1, wK, K=K, exact_power=exact_power)
     return F.dropout(out, dropout_p) if dropout_p > 0 else out
 
