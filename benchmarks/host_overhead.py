@@ -1,0 +1,180 @@
+"""What a method's step costs its host: time and aten operations per step at tiny shapes.
+
+    python benchmarks/host_overhead.py --output DIR [--rounds 15]
+
+At tiny shapes every operation's dispatch, and autograd's bookkeeping, outweigh its arithmetic,
+so a step's time on the CPU is its host cost: a proxy for a GPU step that waits on its host (on
+an H100, GFSA's kernel at N=1024 took 0.58 ms of GPU time and 2.13 ms of wall time a step). Each
+case is timed against its baseline (one SDPA call for kernels, the softmax module for modules),
+alternated in rounds in one process on one thread; a ratio is the median of the rounds' ratios.
+The operations counted are the aten operations run, views aside (they compute nothing): on a GPU
+each is a launch. Writes DIR/host_overhead.json and DIR/host_overhead.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from filterformer.attention import build_attention
+from filterformer.functional import gfsa
+from filterformer.machine import machine_info
+
+#: Kernels' q, k, v ``(B, h, N, d)``; modules' x ``(B, N, D)`` with D = h·d.
+BATCH, HEADS, LENGTH, HEAD_DIM = 1, 2, 16, 8
+DIM = HEADS * HEAD_DIM
+
+Step = Callable[[], None]
+
+
+class _Operations(TorchDispatchMode):
+    """Counts the operations run inside the mode, views aside."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def _kernel_step(kernel: Callable[..., torch.Tensor], train: bool) -> Step:
+    q, k, v = (torch.randn(BATCH, HEADS, LENGTH, HEAD_DIM, requires_grad=train) for _ in range(3))
+    coefficients = [torch.randn(HEADS, requires_grad=train) for _ in range(3)]
+    arguments = (q, k, v, *coefficients) if kernel is not F.scaled_dot_product_attention else (
+        q, k, v)
+    return partial(_run, lambda: kernel(*arguments), train)
+
+
+def _module_step(method: str, options: dict, train: bool) -> Step:
+    module = build_attention(method, DIM, HEADS, **options).train(train)
+    x = torch.randn(BATCH, LENGTH, DIM, requires_grad=train)
+    return partial(_run, lambda: module(x), train)
+
+
+def _run(forward: Callable[[], torch.Tensor], train: bool) -> None:
+    if train:
+        forward().sum().backward()
+    else:
+        with torch.no_grad():
+            forward()
+
+
+#: (case, baseline, builder of a step given ``train``).
+CASES: dict[str, tuple[str, Callable[[bool], Step]]] = {
+    "sdpa": ("sdpa", partial(_kernel_step, F.scaled_dot_product_attention)),
+    "gfsa kernel (K=3)": ("sdpa", partial(_kernel_step, partial(gfsa, K=3))),
+    "softmax module": ("softmax module", partial(_module_step, "softmax", {})),
+    "gfsa module": ("softmax module", partial(_module_step, "gfsa", {})),
+    "agf module": ("softmax module", partial(_module_step, "agf", {})),
+    "samsa hard k=4 module": ("softmax module",
+                              partial(_module_step, "samsa", {"mode": "hard", "num_samples": 4})),
+    "samsa soft k=4 module": ("softmax module",
+                              partial(_module_step, "samsa", {"mode": "soft", "num_samples": 4})),
+}
+
+
+def _block_time(step: Step, repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    return (time.perf_counter() - start) / repeats
+
+
+def _measure(case: str, train: bool, rounds: int, repeats: int) -> dict:
+    baseline = CASES[case][0]
+    step, base = CASES[case][1](train), CASES[baseline][1](train)
+    for warm in (step, base):
+        _block_time(warm, repeats)
+    times, base_times = [], []
+    for _ in range(rounds):
+        times.append(_block_time(step, repeats))
+        base_times.append(_block_time(base, repeats))
+    ratios = sorted(t / b for t, b in zip(times, base_times, strict=True))
+    operations = _Operations()
+    with operations:
+        step()
+    values = [statistics.median(times) * 1e6, statistics.median(ratios)]
+    if not all(map(torch.isfinite, torch.tensor(values))):
+        raise RuntimeError(f"{case}: a non-finite time ({values})")
+    return {"case": case, "mode": "train" if train else "inference", "baseline": baseline,
+            "us_per_step": values[0], "ratio": values[1],
+            "ratio_middle_half": [ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]],
+            "operations": operations.count}
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
+def _markdown(report: dict) -> str:
+    machine = report["machine"]
+    lines = [
+        "# Host cost per step at tiny shapes",
+        "",
+        f"- Machine: {machine['cpu']} ({machine['cpu_count']} cores; one torch thread), torch "
+        f"{machine['torch']}, {machine['date']}, load average (1, 5, 15 min) at start "
+        f"{machine['load_average']}.",
+        f"- Command: `{report['command']}` at commit {report['commit']}.",
+        f"- Shapes: kernels' q, k, v {report['kernel_shape']}; modules' x "
+        f"{report['module_shape']}.",
+        "- Ratio: the median of the rounds' ratios to the baseline, timed alternately (middle "
+        "half in parentheses). Operations: aten operations a step runs, views aside.",
+        "",
+        "| case | mode | µs a step | ratio to | ratio | operations |",
+        "|---|---|---:|---|---:|---:|",
+    ]
+    for row in report["rows"]:
+        low, high = row["ratio_middle_half"]
+        lines.append(f"| {row['case']} | {row['mode']} | {row['us_per_step']:.1f} | "
+                     f"{row['baseline']} | {row['ratio']:.2f} ({low:.2f}–{high:.2f}) | "
+                     f"{row['operations']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=100, help="steps in a timed block")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.repeats < 1:
+        parser.error("--rounds and --repeats must be at least 1")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    machine = machine_info("cpu")  # before the run: its load average is the run's start
+    rows = [_measure(case, train, args.rounds, args.repeats)
+            for train in (False, True) for case in CASES]
+    report = {
+        "machine": machine, "commit": _commit(),
+        "command": shlex.join(["python", "benchmarks/host_overhead.py", *sys.argv[1:]]),
+        "kernel_shape": [BATCH, HEADS, LENGTH, HEAD_DIM], "module_shape": [BATCH, LENGTH, DIM],
+        "rows": rows,
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "host_overhead.json").write_text(json.dumps(report, indent=1) + "\n")
+    (args.output / "host_overhead.md").write_text(_markdown(report))
+    print(_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
