@@ -251,7 +251,7 @@ class SamplingAttention(AttentionBase):
             tokens = self._projected_rows(inputs.x)
             return self._attend_sampled(q, tokens, inputs.x.shape[-2], scores)
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
-                q, k, v, scores, self.support_keys, self.support_values):
+                q, k, v, scores, self.support_rows):
             index = scores.topk(self.num_samples, dim=-1).indices
             return SAMSA_KERNELS.run(
                 lambda: samsa_sampled_attention(
