@@ -158,6 +158,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 1 or args.repeats < 1:
         parser.error("--rounds and --repeats must be at least 1")
+    if args.output.exists() and not args.output.is_dir():
+        parser.error(f"--output {args.output} is a file, not a directory")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     machine = machine_info("cpu")  # before the run: its load average is the run's start
@@ -169,9 +171,12 @@ def main() -> int:
         "kernel_shape": [BATCH, HEADS, LENGTH, HEAD_DIM], "module_shape": [BATCH, LENGTH, DIM],
         "rows": rows,
     }
-    args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "host_overhead.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.output / "host_overhead.md").write_text(_markdown(report))
+    try:
+        args.output.mkdir(parents=True, exist_ok=True)
+        (args.output / "host_overhead.json").write_text(json.dumps(report, indent=1) + "\n")
+        (args.output / "host_overhead.md").write_text(_markdown(report))
+    except OSError as err:
+        parser.error(f"--output {args.output}: cannot write there ({err})")
     print(_markdown(report))
     return 0
 

@@ -1,0 +1,49 @@
+"""``benchmarks/host_overhead.py`` at one round of one step: what it writes, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "host_overhead.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_one_round_writes_every_case_with_its_operations(tmp_path):
+    result = _run("--output", str(tmp_path), "--rounds", "1", "--repeats", "1")
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "host_overhead.json").read_text())
+    rows = {(row["case"], row["mode"]): row for row in report["rows"]}
+    assert len(rows) == len(report["rows"]) == 14
+    for row in rows.values():
+        assert math.isfinite(row["us_per_step"]) and row["us_per_step"] > 0
+        assert math.isfinite(row["ratio"]) and row["ratio"] > 0
+        assert row["operations"] >= 1
+    # One SDPA call in inference is one operation; every method's step runs more than that.
+    assert rows[("sdpa", "inference")]["operations"] == 1
+    assert all(row["operations"] > 1 for key, row in rows.items() if key[0] != "sdpa")
+    # Training adds the backward's operations to the forward's.
+    for case, _ in rows:
+        assert rows[(case, "train")]["operations"] > rows[(case, "inference")]["operations"]
+    table = (tmp_path / "host_overhead.md").read_text()
+    assert report["machine"]["cpu"] in table and "| gfsa kernel (K=3) | train |" in table
+
+
+def test_a_round_count_below_one_is_refused_by_name(tmp_path):
+    result = _run("--output", str(tmp_path), "--rounds", "0")
+    assert result.returncode == 2
+    assert "--rounds" in result.stderr and not (tmp_path / "host_overhead.json").exists()
+
+
+def test_an_output_that_is_a_file_is_refused_before_timing(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    result = _run("--output", str(taken))
+    assert result.returncode == 2 and f"--output {taken} is a file" in result.stderr
