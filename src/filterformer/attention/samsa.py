@@ -250,6 +250,9 @@ class SamplingAttention(AttentionBase):
         if k is None:  # only the sampled tokens' keys and values are projected
             tokens = self._projected_rows(inputs.x)
             return self._attend_sampled(q, tokens, inputs.x.shape[-2], scores)
+        def gathered() -> Tensor:  # the eager path, and the kernel's fallback
+            return self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores)
+
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
                 q, k, v, scores, self.support_rows):
             index = scores.topk(self.num_samples, dim=-1).indices
@@ -257,9 +260,9 @@ class SamplingAttention(AttentionBase):
                 lambda: samsa_sampled_attention(
                     q, k, v, self.support_keys, self.support_values, index, self.scale,
                 ),
-                lambda: self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores),
+                gathered,
             )
-        return self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores)
+        return gathered()
 
     def _attend_sampled(self, q: Tensor, tokens: TokenRows, length: int, scores: Tensor) -> Tensor:
         """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)``, the
