@@ -6,7 +6,8 @@ At tiny shapes every operation's dispatch, and autograd's bookkeeping, outweigh 
 so a step's time on the CPU is its host cost: a proxy for a GPU step that waits on its host (on
 an H100, GFSA's kernel at N=1024 took 0.58 ms of GPU time and 2.13 ms of wall time a step). Each
 case is timed against its baseline (one SDPA call for kernels, the softmax module for modules),
-alternated in rounds in one process on one thread; a ratio is the median of the rounds' ratios.
+alternated in rounds in one process on one thread (:func:`filterformer.timing.alternate`); a
+ratio is the median of the rounds' ratios, with their quartiles.
 The operations counted are the aten operations run, views aside (they compute nothing): on a GPU
 each is a launch. Writes DIR/host_overhead.json and DIR/host_overhead.md.
 """
@@ -15,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +31,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from filterformer.attention import build_attention
 from filterformer.functional import gfsa
 from filterformer.machine import machine_info
+from filterformer.provenance import source_revision
+from filterformer.timing import alternate
 
 #: Kernels' q, k, v ``(B, h, N, d)``; modules' x ``(B, N, D)`` with D = h·d.
 BATCH, HEADS, LENGTH, HEAD_DIM = 1, 2, 16, 8
@@ -51,12 +53,12 @@ class _Operations(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _kernel_step(kernel: Callable[..., torch.Tensor], train: bool) -> Step:
+def _kernel_step(kernel: Callable[..., torch.Tensor], train: bool, *,
+                 coefficients: bool = False) -> Step:
+    """``kernel(q, k, v)``, with ``coefficients`` also per-head ``w0, w1, wK`` (GFSA's)."""
     q, k, v = (torch.randn(BATCH, HEADS, LENGTH, HEAD_DIM, requires_grad=train) for _ in range(3))
-    coefficients = [torch.randn(HEADS, requires_grad=train) for _ in range(3)]
-    arguments = (q, k, v, *coefficients) if kernel is not F.scaled_dot_product_attention else (
-        q, k, v)
-    return partial(_run, lambda: kernel(*arguments), train)
+    weights = [torch.randn(HEADS, requires_grad=train) for _ in range(3 if coefficients else 0)]
+    return partial(_run, lambda: kernel(q, k, v, *weights), train)
 
 
 def _module_step(method: str, options: dict, train: bool) -> Step:
@@ -76,7 +78,7 @@ def _run(forward: Callable[[], torch.Tensor], train: bool) -> None:
 #: (case, baseline, builder of a step given ``train``).
 CASES: dict[str, tuple[str, Callable[[bool], Step]]] = {
     "sdpa": ("sdpa", partial(_kernel_step, F.scaled_dot_product_attention)),
-    "gfsa kernel (K=3)": ("sdpa", partial(_kernel_step, partial(gfsa, K=3))),
+    "gfsa kernel (K=3)": ("sdpa", partial(_kernel_step, partial(gfsa, K=3), coefficients=True)),
     "softmax module": ("softmax module", partial(_module_step, "softmax", {})),
     "gfsa module": ("softmax module", partial(_module_step, "gfsa", {})),
     "agf module": ("softmax module", partial(_module_step, "agf", {})),
@@ -95,34 +97,22 @@ def _block_time(step: Step, repeats: int) -> float:
 
 
 def _measure(case: str, train: bool, rounds: int, repeats: int) -> dict:
-    baseline = CASES[case][0]
-    step, base = CASES[case][1](train), CASES[baseline][1](train)
-    for warm in (step, base):
-        _block_time(warm, repeats)
-    times, base_times = [], []
-    for _ in range(rounds):
-        times.append(_block_time(step, repeats))
-        base_times.append(_block_time(base, repeats))
-    ratios = sorted(t / b for t, b in zip(times, base_times, strict=True))
+    baseline, build = CASES[case]
+    steps = [build(train), CASES[baseline][1](train)]
+    for step in steps:  # warm-up
+        _block_time(step, repeats)
+    paired = alternate([lambda _round, count, step=step: _block_time(step, count)
+                        for step in steps], [repeats, repeats], rounds)
+    ratio, low, high = paired.ratio(0, 1)
     operations = _Operations()
     with operations:
-        step()
-    values = [statistics.median(times) * 1e6, statistics.median(ratios)]
-    if not all(map(torch.isfinite, torch.tensor(values))):
+        steps[0]()
+    values = [paired.median_s[0] * 1e6, ratio, low, high]
+    if not all(map(math.isfinite, values)):
         raise RuntimeError(f"{case}: a non-finite time ({values})")
     return {"case": case, "mode": "train" if train else "inference", "baseline": baseline,
-            "us_per_step": values[0], "ratio": values[1],
-            "ratio_middle_half": [ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]],
+            "us_per_step": values[0], "ratio": ratio, "ratio_middle_half": [low, high],
             "operations": operations.count}
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return out.stdout.strip()
 
 
 def _markdown(report: dict) -> str:
@@ -133,7 +123,8 @@ def _markdown(report: dict) -> str:
         f"- Machine: {machine['cpu']} ({machine['cpu_count']} cores; one torch thread), torch "
         f"{machine['torch']}, {machine['date']}, load average (1, 5, 15 min) at start "
         f"{machine['load_average']}.",
-        f"- Command: `{report['command']}` at commit {report['commit']}.",
+        f"- Command: `{report['command']}` at commit {report['commit'] or '(unknown)'}"
+        f"{' (with uncommitted changes)' if report['modified'] else ''}.",
         f"- Shapes: kernels' q, k, v {report['kernel_shape']}; modules' x "
         f"{report['module_shape']}.",
         "- Ratio: the median of the rounds' ratios to the baseline, timed alternately (middle "
@@ -156,8 +147,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=100, help="steps in a timed block")
     args = parser.parse_args()
-    if args.rounds < 1 or args.repeats < 1:
-        parser.error("--rounds and --repeats must be at least 1")
+    if args.rounds < 2 or args.repeats < 1:  # the rounds' quartiles need two of them
+        parser.error("--rounds must be at least 2 and --repeats at least 1")
     if args.output.exists() and not args.output.is_dir():
         parser.error(f"--output {args.output} is a file, not a directory")
     torch.set_num_threads(1)
@@ -166,7 +157,7 @@ def main() -> int:
     rows = [_measure(case, train, args.rounds, args.repeats)
             for train in (False, True) for case in CASES]
     report = {
-        "machine": machine, "commit": _commit(),
+        "machine": machine, **source_revision(),
         "command": shlex.join(["python", "benchmarks/host_overhead.py", *sys.argv[1:]]),
         "kernel_shape": [BATCH, HEADS, LENGTH, HEAD_DIM], "module_shape": [BATCH, LENGTH, DIM],
         "rows": rows,

@@ -1,4 +1,4 @@
-"""``benchmarks/host_overhead.py`` at one round of one step: what it writes, and its refusals."""
+"""``benchmarks/host_overhead.py`` at two rounds of one step: what it writes, and its refusals."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def test_one_round_writes_every_case_with_its_operations(tmp_path):
-    result = _run("--output", str(tmp_path), "--rounds", "1", "--repeats", "1")
+def test_two_rounds_write_every_case_with_its_operations(tmp_path):
+    result = _run("--output", str(tmp_path), "--rounds", "2", "--repeats", "1")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "host_overhead.json").read_text())
     rows = {(row["case"], row["mode"]): row for row in report["rows"]}
@@ -36,8 +36,8 @@ def test_one_round_writes_every_case_with_its_operations(tmp_path):
     assert report["machine"]["cpu"] in table and "| gfsa kernel (K=3) | train |" in table
 
 
-def test_a_round_count_below_one_is_refused_by_name(tmp_path):
-    result = _run("--output", str(tmp_path), "--rounds", "0")
+def test_a_round_count_below_two_is_refused_by_name(tmp_path):
+    result = _run("--output", str(tmp_path), "--rounds", "1")
     assert result.returncode == 2
     assert "--rounds" in result.stderr and not (tmp_path / "host_overhead.json").exists()
 
