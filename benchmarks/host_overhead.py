@@ -9,7 +9,10 @@ case is timed against its baseline (one SDPA call for kernels, the softmax modul
 alternated in rounds in one process on one thread (:func:`filterformer.timing.alternate`); a
 ratio is the median of the rounds' ratios, with their quartiles.
 The operations counted are the aten operations run, views aside (they compute nothing): on a GPU
-each is a launch. Writes DIR/host_overhead.json and DIR/host_overhead.md.
+each is a launch, allocations aside. A second table counts each step's operations under bfloat16
+autocast twice: as the CPU runs it, and on the path CUDA takes, with every method's Triton kernels
+allowed (run in Triton's interpreter: each launch counts as one operation, the interpreter's own
+operations none). Writes DIR/host_overhead.json and DIR/host_overhead.md.
 """
 
 from __future__ import annotations
@@ -17,19 +20,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+if not torch.cuda.is_available():  # before Triton is imported: its kernels run on the CPU
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from filterformer.attention import build_attention
-from filterformer.functional import gfsa
+from filterformer.functional import agf_triton, gfsa, gfsa_triton, samsa_triton
+from filterformer.functional.triton_support import triton_available
 from filterformer.machine import machine_info
 from filterformer.provenance import source_revision
 from filterformer.timing import alternate
@@ -41,38 +51,68 @@ DIM = HEADS * HEAD_DIM
 Step = Callable[[], None]
 
 
+#: Operations that only allocate memory: no launch on a GPU.
+ALLOCATIONS = frozenset({"empty", "empty_like", "empty_strided", "new_empty",
+                         "new_empty_strided"})
+#: The modules of filterformer's Triton kernels, each with its ``SWITCH`` and ``launch``.
+KERNEL_MODULES = (agf_triton, samsa_triton, gfsa_triton)
+
+
 class _Operations(TorchDispatchMode):
-    """Counts the operations run inside the mode, views aside."""
+    """Counts the operations run inside the mode, views aside, and the allocations among them."""
 
     def __init__(self) -> None:
         super().__init__()
         self.count = 0
+        self.allocations = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += not func.is_view
+        if not func.is_view:
+            self.count += 1
+            self.allocations += func.overloadpacket.__name__ in ALLOCATIONS
         return func(*args, **(kwargs or {}))
 
 
+@contextmanager
+def _kernels_counted_by(operations: _Operations) -> Iterator[None]:
+    """Every method's Triton kernels allowed on the CPU's tensors (in Triton's interpreter),
+    each launch counted by ``operations`` as one operation, none of the interpreter's own."""
+
+    def counted(launch, *args, **kwargs):
+        operations.count += 1
+        with _disable_current_modes():
+            return launch(*args, **kwargs)
+
+    with ExitStack() as stack:
+        for module in KERNEL_MODULES:
+            stack.enter_context(mock.patch.object(module.SWITCH, "allows", lambda x: True))
+            stack.enter_context(mock.patch.object(module, "launch",
+                                                  partial(counted, module.launch)))
+        yield
+
+
 def _kernel_step(kernel: Callable[..., torch.Tensor], train: bool, *,
-                 coefficients: bool = False) -> Step:
+                 coefficients: bool = False, autocast: bool = False) -> Step:
     """``kernel(q, k, v)``, with ``coefficients`` also per-head ``w0, w1, wK`` (GFSA's)."""
     q, k, v = (torch.randn(BATCH, HEADS, LENGTH, HEAD_DIM, requires_grad=train) for _ in range(3))
     weights = [torch.randn(HEADS, requires_grad=train) for _ in range(3 if coefficients else 0)]
-    return partial(_run, lambda: kernel(q, k, v, *weights), train)
+    return partial(_run, lambda: kernel(q, k, v, *weights), train, autocast)
 
 
-def _module_step(method: str, options: dict, train: bool) -> Step:
+def _module_step(method: str, options: dict, train: bool, autocast: bool = False) -> Step:
     module = build_attention(method, DIM, HEADS, **options).train(train)
     x = torch.randn(BATCH, LENGTH, DIM, requires_grad=train)
-    return partial(_run, lambda: module(x), train)
+    return partial(_run, lambda: module(x), train, autocast)
 
 
-def _run(forward: Callable[[], torch.Tensor], train: bool) -> None:
+def _run(forward: Callable[[], torch.Tensor], train: bool, autocast: bool = False) -> None:
+    """A step: the forward (under bfloat16 autocast where ``autocast``, as the GPU targets'),
+    then in training the backward of its sum."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
+            torch.set_grad_enabled(train):
+        out = forward()
     if train:
-        forward().sum().backward()
-    else:
-        with torch.no_grad():
-            forward()
+        out.float().sum().backward()
 
 
 #: (case, baseline, builder of a step given ``train``).
@@ -115,6 +155,26 @@ def _measure(case: str, train: bool, rounds: int, repeats: int) -> dict:
             "operations": operations.count}
 
 
+def _count(case: str, train: bool, kernels: bool) -> _Operations:
+    """The operations of ``case``'s second step under bfloat16 autocast (its first primes
+    caches), on CUDA's path where ``kernels``."""
+    step = CASES[case][1](train, autocast=True)
+    operations = _Operations()
+    with _kernels_counted_by(operations) if kernels else ExitStack():
+        step()
+        operations.count = operations.allocations = 0
+        with operations:
+            step()
+    return operations
+
+
+def _path_counts(case: str, train: bool) -> dict:
+    eager, kernels = _count(case, train, False), _count(case, train, True)
+    return {"case": case, "mode": "train" if train else "inference",
+            "eager": [eager.count, eager.allocations],
+            "kernels": [kernels.count, kernels.allocations]}
+
+
 def _markdown(report: dict) -> str:
     machine = report["machine"]
     lines = [
@@ -138,6 +198,25 @@ def _markdown(report: dict) -> str:
         lines.append(f"| {row['case']} | {row['mode']} | {row['us_per_step']:.1f} | "
                      f"{row['baseline']} | {row['ratio']:.2f} ({low:.2f}–{high:.2f}) | "
                      f"{row['operations']} |")
+    if report["cuda_path"]:
+        lines += [
+            "",
+            "## Operations a step under bfloat16 autocast: the CPU's path and CUDA's",
+            "",
+            "Each step's operations (allocations, which launch nothing on a GPU, in parentheses) "
+            "as the CPU runs it, and with every method's Triton kernels allowed as on CUDA (run "
+            "in Triton's interpreter; a launch counts as one operation). Compiled regions, which "
+            "CUDA takes from 64K elements, run eagerly at these shapes on either path.",
+            "",
+            "| case | mode | CPU's path | CUDA's path |",
+            "|---|---|---:|---:|",
+        ]
+        for row in report["cuda_path"]:
+            (eager, eager_alloc), (fast, fast_alloc) = row["eager"], row["kernels"]
+            lines.append(f"| {row['case']} | {row['mode']} | {eager} ({eager_alloc}) | "
+                         f"{fast} ({fast_alloc}) |")
+    elif report["cuda_path"] is None:
+        lines += ["", "CUDA's path was not counted: Triton is not installed."]
     return "\n".join(lines) + "\n"
 
 
@@ -156,11 +235,13 @@ def main() -> int:
     machine = machine_info("cpu")  # before the run: its load average is the run's start
     rows = [_measure(case, train, args.rounds, args.repeats)
             for train in (False, True) for case in CASES]
+    cuda_path = ([_path_counts(case, train) for train in (False, True) for case in CASES]
+                 if triton_available() else None)
     report = {
         "machine": machine, **source_revision(),
         "command": shlex.join(["python", "benchmarks/host_overhead.py", *sys.argv[1:]]),
         "kernel_shape": [BATCH, HEADS, LENGTH, HEAD_DIM], "module_shape": [BATCH, LENGTH, DIM],
-        "rows": rows,
+        "rows": rows, "cuda_path": cuda_path,
     }
     try:
         args.output.mkdir(parents=True, exist_ok=True)

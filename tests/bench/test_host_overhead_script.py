@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filterformer.functional.triton_support import triton_available
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "host_overhead.py"
 
 
@@ -34,6 +36,24 @@ def test_two_rounds_write_every_case_with_its_operations(tmp_path):
         assert rows[(case, "train")]["operations"] > rows[(case, "inference")]["operations"]
     table = (tmp_path / "host_overhead.md").read_text()
     assert report["machine"]["cpu"] in table and "| gfsa kernel (K=3) | train |" in table
+    if not triton_available():
+        assert report["cuda_path"] is None and "Triton is not installed" in table
+        return
+    paths = {(row["case"], row["mode"]): row for row in report["cuda_path"]}
+    assert paths.keys() == rows.keys()
+    for (case, mode), row in paths.items():
+        (eager, eager_allocations), (kernels, kernel_allocations) = row["eager"], row["kernels"]
+        assert 0 <= eager_allocations < eager and 0 <= kernel_allocations < kernels
+        # Under autocast the inputs' casts join the step; no kernel of a method without one.
+        assert eager >= rows[(case, mode)]["operations"]
+        if case in ("sdpa", "softmax module") or "soft" in case or (
+                "samsa" in case and mode == "train"):
+            assert kernels == eager and kernel_allocations == eager_allocations
+    # GFSA's combination (and AGF's layer) in one launch forward, one backward: fewer operations.
+    for case in ("gfsa kernel (K=3)", "gfsa module", "agf module"):
+        for mode in ("inference", "train"):
+            assert paths[(case, mode)]["kernels"][0] < paths[(case, mode)]["eager"][0]
+    assert "## Operations a step under bfloat16 autocast" in table
 
 
 def test_a_round_count_below_two_is_refused_by_name(tmp_path):

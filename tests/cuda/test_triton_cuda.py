@@ -1,6 +1,6 @@
-"""The Triton kernels compiled for the GPU: AGF's layer (forward and backward) and SAMSA's
-sampled attention against float64 references on the CPU, masks and gradients included, and the
-modules taking them on CUDA."""
+"""The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
+sampled attention and GFSA's combination against float64 references on the CPU, masks and
+gradients included, and the modules taking them on CUDA."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import torch
 
 from filterformer.attention import build_attention
 from filterformer.attention import samsa as samsa_module
-from filterformer.functional import agf_layer
+from filterformer.functional import agf_layer, gfsa
 from filterformer.functional import agf_triton as agf_triton_module
 from filterformer.functional.agf_triton import agf_triton_layer
+from filterformer.functional.gfsa_triton import gfsa_triton_combine
 from filterformer.functional.samsa_triton import samsa_sampled_attention
 
 from ..functional.test_agf_triton import (
@@ -21,6 +22,7 @@ from ..functional.test_agf_triton import (
     _run,
     assert_kernels_equal_the_eager_layer,
 )
+from ..functional.test_gfsa_triton import _terms, closed_form, gfsa_module
 from ..functional.test_samsa_triton import float32_supports_and_half_tokens, gathered_attention
 
 pytestmark = [
@@ -130,3 +132,42 @@ def test_samsa_evaluation_on_cuda_takes_the_kernel_and_equals_float64(cuda_devic
         ref = reference(x.double(), padding_mask=mask)
     assert calls, "the module did not run the kernel"
     assert _relative(out.cpu(), ref) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gfsa_combination_kernels_equal_float64(cuda_device, dtype):
+    terms, weights = _terms(4, 16, 1000, 64, dtype)
+    leaves = [*terms, *weights]
+    on_gpu = [x.detach().to(cuda_device).requires_grad_() for x in leaves]
+    out = gfsa_triton_combine(*on_gpu[:3], *on_gpu[3:], -1, 2, dtype)
+    reference_leaves = [x.detach().double().requires_grad_() for x in leaves]
+    reference = closed_form(*reference_leaves, 3, False)
+    grad = torch.randn_like(reference)
+    found = torch.autograd.grad(out, on_gpu, grad.to(cuda_device, dtype))
+    expected = torch.autograd.grad(reference, reference_leaves, grad)
+    # bfloat16: the upstream gradient is rounded too; float32: the coefficients' gradients are
+    # sums of 256k products.
+    tolerance = 1e-6 if dtype == torch.float32 else 1e-2
+    assert out.dtype == dtype and _relative(out.cpu(), reference) < tolerance
+    for got, want, leaf in zip(found, expected, leaves, strict=True):
+        assert got.dtype == leaf.dtype
+        assert _relative(got.cpu(), want) < max(tolerance, 1e-5 if leaf.dim() == 1 else 0)
+
+
+def test_gfsa_on_cuda_takes_the_kernels_and_equals_float64(cuda_device, monkeypatch):
+    calls = _spy(monkeypatch, gfsa_module, "gfsa_triton_combine")
+    q, k, v = (torch.randn(2, 4, 300, 64) for _ in range(3))
+    weights = [torch.randn(4) for _ in range(3)]
+    mask = torch.rand(2, 300) > 0.3
+    mask[:, 0] = True
+    leaves = [q, k, v, *weights]
+    on_gpu = [x.to(cuda_device).requires_grad_() for x in leaves]
+    reference_leaves = [x.double().requires_grad_() for x in leaves]
+    out = gfsa(*on_gpu, K=3, key_padding_mask=mask.to(cuda_device))
+    ref = gfsa(*reference_leaves, K=3, key_padding_mask=mask)
+    assert calls, "gfsa did not run the kernels"
+    assert _relative(out.cpu(), ref) < 1e-5
+    grad = torch.randn_like(ref)
+    found = torch.autograd.grad(out, on_gpu, grad.float().to(cuda_device))
+    for got, want in zip(found, torch.autograd.grad(ref, reference_leaves, grad), strict=True):
+        assert _relative(got.cpu(), want) < 1e-4

@@ -173,7 +173,7 @@ def test_the_cpu_takes_the_eager_layer():
 
 
 def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
-    switch = allow_kernels(monkeypatch, agf_triton_module._SWITCH)
+    switch = allow_kernels(monkeypatch, agf_triton_module.SWITCH)
 
     def broken():
         raise FakeTritonError("out of resources")
@@ -194,7 +194,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
 
 
 def test_a_failure_in_the_backward_pass_warns_and_gives_the_eager_gradients(monkeypatch):
-    switch = allow_kernels(monkeypatch, agf_triton_module._SWITCH)
+    switch = allow_kernels(monkeypatch, agf_triton_module.SWITCH)
     keys_forward, queries_forward, _, _ = agf_triton_module._kernels()
 
     class Broken:

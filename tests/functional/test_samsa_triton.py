@@ -124,3 +124,14 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
             fallen_back = layer(x, padding_mask=mask)
     assert switch.failed
     torch.testing.assert_close(fallen_back, eager)
+
+
+def test_hard_evaluation_projects_every_token_only_where_the_kernel_runs(monkeypatch):
+    # The kernel reads every token's keys and values where they live; elsewhere (no Triton, a
+    # kernel failure, the CPU) only the sampled rows are projected.
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode="hard").eval()
+    x = torch.randn(1, 20, 32)
+    assert layer.projects_own_rows(x)
+    allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    assert not layer.projects_own_rows(x)
+    assert layer.train().projects_own_rows(x)  # training: 2k rows a head, h·2k = 16 <= N

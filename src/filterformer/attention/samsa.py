@@ -25,7 +25,11 @@ from ..functional import (
     topk_split,
 )
 from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
-from ..functional.samsa_triton import samsa_sampled_attention, samsa_triton_applies
+from ..functional.samsa_triton import (
+    SAMSA_TRITON_MAX_HEAD_DIM,
+    samsa_sampled_attention,
+    samsa_triton_applies,
+)
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
@@ -194,10 +198,13 @@ class SamplingAttention(AttentionBase):
         """Project only the sampled tokens' keys and values (``O(m·D²)`` for m rows a head in
         place of ``O(N·D²)``) where the rows gathered from ``x`` ``(B, N, D)``, m for each of h
         heads (k in hard evaluation, 2k otherwise), are no more than its N; not in hard
-        evaluation on CUDA, whose kernel reads every token's rows where they live."""
+        evaluation where the Triton kernel runs (CUDA), which reads every token's rows where
+        they live."""
         hard_eval = self.mode == "hard" and not self.training
         rows = self.num_samples * (1 if hard_eval else 2)
-        return self.num_heads * rows <= x.shape[1] and not (hard_eval and x.is_cuda)
+        kernel = (hard_eval and self.head_dim <= SAMSA_TRITON_MAX_HEAD_DIM
+                  and SAMSA_KERNELS.allows(x))
+        return self.num_heads * rows <= x.shape[1] and not kernel
 
     def _projected_rows(self, x: Tensor) -> TokenRows:
         """Keys and values side by side ``(B, h, m, 2d)`` of the tokens at indices ``(B, h, m)``,

@@ -41,6 +41,7 @@ from .triton_support import KernelSwitch, block_width, dot_kind, launch
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
     "LAUNCH",
+    "SWITCH",
     "agf_layer_for",
     "agf_triton_applies",
     "agf_triton_layer",
@@ -75,7 +76,7 @@ def polynomial_recursion(K: int, basis: str = "jacobi", a: float = 1.0, b: float
     return table
 
 
-_SWITCH = KernelSwitch("AGF")
+SWITCH = KernelSwitch("AGF")
 
 
 def agf_triton_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
@@ -86,7 +87,7 @@ def agf_triton_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
         q.shape[-1] <= AGF_TRITON_MAX_HEAD_DIM
         and v.shape[-1] <= AGF_TRITON_MAX_HEAD_DIM
         and k.shape[-2] == q.shape[-2]
-        and _SWITCH.allows(q)
+        and SWITCH.allows(q)
     )
 
 
@@ -273,7 +274,7 @@ class _AGFLayer(torch.autograd.Function):
             # create_graph: the kernels' gradients have no graph of their own; the eager
             # layer's have, so second derivatives stay exact.
             return _eager_backward(ctx, grad_out, grad_reg)
-        return _SWITCH.run(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
+        return SWITCH.run(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
                            lambda: _eager_backward(ctx, grad_out, grad_reg))
 
     @staticmethod
@@ -434,6 +435,6 @@ def agf_layer_for(
 
     args = (q, k, v, singular_logits, theta, key_padding_mask)
     if agf_triton_applies(q, k, v):
-        return _SWITCH.run(lambda: agf_triton_layer(*args, **options),
+        return SWITCH.run(lambda: agf_triton_layer(*args, **options),
                            lambda: agf_layer(*args, **options))
     return agf_layer(*args, **options)

@@ -17,6 +17,7 @@ from ..checks import check_integer, check_probability
 from .coefficient_dtype import as_terms_dtype, terms_dtype
 from .efficient import efficient_feature_maps
 from .fused import fused
+from .gfsa_triton import SWITCH, gfsa_triton_applies, gfsa_triton_combine
 from .masks import check_qkv, key_padding_from_attn_mask
 from .softmax import attend, repeat_heads
 
@@ -77,7 +78,10 @@ def gfsa_combine(
     ``last_power``'s), the coefficients cast to it: under autocast the attention passes return
     half precision, and so does the filter, as softmax attention does, with no float32 copy of
     its ``(B, h, N, d)`` terms in the forward or the backward. The coefficients' gradients reach
-    them in their own dtype.
+    them in their own dtype. On CUDA the mix is one Triton kernel forward and one backward where
+    :func:`~filterformer.functional.gfsa_triton.gfsa_triton_applies` (it sums in float32 and
+    rounds once), else eager operations or, on large CUDA inputs without Triton, a compiled
+    region.
 
     Args:
         values: ``(B, h, N, d)``, V at the query positions.
@@ -92,27 +96,49 @@ def gfsa_combine(
     """
     w0, w1, wK = _check_coefficients(w0, w1, wK, values.shape[1])
     dtype = terms_dtype(values, first_power, last_power)
-    return _mix_terms(values, first_power, last_power, w0, w1, wK, K, exact_power, dtype)
+    # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
+    first_factor, last_factor = (0, 1) if exact_power else (2 - K, K - 1)
+    terms = (values, first_power, last_power)
+    if gfsa_triton_applies(*terms, w0, w1, wK):
+        return SWITCH.run(
+            lambda: gfsa_triton_combine(*terms, w0.view(-1), w1.view(-1), wK.view(-1),
+                                        first_factor, last_factor, dtype),
+            lambda: _mix_terms(*terms, w0, w1, wK, first_factor, last_factor, dtype),
+        )
+    return _mix_terms(*terms, w0, w1, wK, first_factor, last_factor, dtype)
 
 
 #: GFSA's combination is three elementwise terms: fusing them saves less GPU time than a
 #: compiled call costs the host until inputs are large (at B=4, h=16, N=1024, d=64, 4M
 #: elements, an H100's GFSA step waited on the host: 0.58 ms of GPU time, 2.13 ms of wall time).
+#: Where Triton's kernels run (:mod:`~filterformer.functional.gfsa_triton`) they take its place.
 @fused(min_elements=2**23)
 def _mix_terms(
-    values: Tensor, first: Tensor, last: Tensor, w0: Tensor, w1: Tensor, wK: Tensor, K: int,
-    exact_power: bool, dtype: torch.dtype,
+    values: Tensor, first: Tensor, last: Tensor, w0: Tensor, w1: Tensor, wK: Tensor,
+    first_factor: int, last_factor: int, dtype: torch.dtype,
 ) -> Tensor:
-    """:func:`gfsa_combine` after its checks; coefficients ``(1, h, 1, 1)``, combined in their
-    own dtype and cast to ``dtype``, the terms'. One fused region on CUDA: the coefficients'
-    arithmetic and the three terms become one kernel (two backward)."""
-    # Taylor form regrouped by term: w0·V + (w1 + (2−K)·wK)·ĀV + (K−1)·wK·Ā²V, two fused passes.
+    """:func:`gfsa_combine` after its checks: ``w0·V + (w1 + first_factor·wK)·first +
+    last_factor·wK·last``, coefficients ``(1, h, 1, 1)`` combined in their own dtype and cast
+    to ``dtype``, the terms'. One fused region on CUDA: the coefficients' arithmetic and the
+    three terms become one kernel (two backward)."""
     # The constant factors ride on the operations (add's alpha, addcmul's value): forming the
-    # weights is one operation, or none for the exact power (each a host cost on short inputs).
-    first_weight, last_factor = (w1, 1) if exact_power else (torch.add(w1, wK, alpha=2 - K), K - 1)
+    # weights is one operation, or none without a first factor (each a host cost on short
+    # inputs).
+    first_weight = w1 if first_factor == 0 else torch.add(w1, wK, alpha=first_factor)
     w0, first_weight, wK = (as_terms_dtype(w, dtype) for w in (w0, first_weight, wK))
     out = torch.addcmul(w0 * values, first_weight, first)
     return torch.addcmul(out, wK, last, value=last_factor)
+
+
+def mix_terms_eagerly(
+    values: Tensor, first: Tensor, last: Tensor, w0: Tensor, w1: Tensor, wK: Tensor,
+    first_factor: float, last_factor: float, dtype: torch.dtype,
+) -> Tensor:
+    """The eager combination with ``(h,)`` coefficients: the reference of (and the ``create_graph``
+    backward through) :func:`~filterformer.functional.gfsa_triton.gfsa_triton_combine`, whose
+    arguments it takes."""
+    w0, w1, wK = (w.view(1, -1, 1, 1) for w in (w0, w1, wK))
+    return _mix_terms.eager(values, first, last, w0, w1, wK, first_factor, last_factor, dtype)
 
 
 def attention_powers(

@@ -19,7 +19,8 @@ from torch import Tensor
 
 from .triton_support import KernelSwitch, block_width, dot_kind, launch
 
-__all__ = ["SAMSA_TRITON_MAX_HEAD_DIM", "samsa_sampled_attention", "samsa_triton_applies"]
+__all__ = ["SAMSA_TRITON_MAX_HEAD_DIM", "SWITCH", "samsa_sampled_attention",
+           "samsa_triton_applies"]
 
 #: The widest head (d and d_v) the kernel takes: the widths compiled and checked on a GPU.
 SAMSA_TRITON_MAX_HEAD_DIM = 64

@@ -22,7 +22,11 @@ from .fused import fused_mode
 
 T = TypeVar("T")
 
+#: The dtypes of the tensors the kernels read and write.
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 __all__ = [
+    "KERNEL_DTYPES",
     "KernelFailure",
     "KernelSwitch",
     "block_width",
@@ -102,7 +106,7 @@ class KernelSwitch:
         earlier failure."""
         return (
             x.is_cuda
-            and x.dtype in (torch.float32, torch.bfloat16, torch.float16)
+            and x.dtype in KERNEL_DTYPES
             and not self.failed
             and fused_mode() != "never"
             and not torch.compiler.is_compiling()
