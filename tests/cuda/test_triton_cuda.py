@@ -1,6 +1,6 @@
 """The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
-sampled attention and GFSA's combination against float64 references on the CPU, masks and
-gradients included, and the modules taking them on CUDA."""
+candidate scores and sampled attention, and GFSA's combination against float64 references on
+the CPU, masks and gradients included, and the modules taking them on CUDA."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from filterformer.functional import agf_layer, gfsa
 from filterformer.functional import agf_triton as agf_triton_module
 from filterformer.functional.agf_triton import agf_triton_layer
 from filterformer.functional.gfsa_triton import gfsa_triton_combine
-from filterformer.functional.samsa_triton import samsa_sampled_attention
+from filterformer.functional.samsa_triton import samsa_candidate_scores, samsa_sampled_attention
 
 from ..functional.test_agf_triton import (
     CASES,
@@ -23,7 +23,12 @@ from ..functional.test_agf_triton import (
     assert_kernels_equal_the_eager_layer,
 )
 from ..functional.test_gfsa_triton import _terms, closed_form, gfsa_module
-from ..functional.test_samsa_triton import float32_supports_and_half_tokens, gathered_attention
+from ..functional.test_samsa_triton import (
+    _score_inputs,
+    float32_supports_and_half_tokens,
+    gathered_attention,
+    reference_scores,
+)
 
 pytestmark = [
     pytest.mark.cuda,
@@ -171,3 +176,18 @@ def test_gfsa_on_cuda_takes_the_kernels_and_equals_float64(cuda_device, monkeypa
     found = torch.autograd.grad(out, on_gpu, grad.float().to(cuda_device))
     for got, want in zip(found, torch.autograd.grad(ref, reference_leaves, grad), strict=True):
         assert _relative(got.cpu(), want) < 1e-4
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_samsa_candidate_scores_equal_float64(cuda_device, dtype):
+    # BERT's width and heads; under autocast x and the MLP's output are bfloat16.
+    inputs = _score_inputs(4, 1000, 768, 12, 512)
+    inputs[0], inputs[1] = inputs[0].to(dtype), inputs[1].to(dtype)
+    out = samsa_candidate_scores(*(t.to(cuda_device) if isinstance(t, torch.Tensor) else t
+                                   for t in inputs))
+    reference = reference_scores(*inputs)
+    real = torch.cat([inputs[-1], torch.ones(4, 512, dtype=torch.bool)], dim=1)[:, None, :]
+    assert out.dtype == torch.float32
+    assert torch.equal(out.cpu() == torch.finfo(torch.float32).min, ~real.expand_as(out))
+    got, want = out.cpu().double()[real.expand_as(out)], reference[real.expand_as(out)]
+    assert _relative(got, want) < 1e-6

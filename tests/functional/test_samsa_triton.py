@@ -135,3 +135,112 @@ def test_hard_evaluation_projects_every_token_only_where_the_kernel_runs(monkeyp
     allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
     assert not layer.projects_own_rows(x)
     assert layer.train().projects_own_rows(x)  # training: 2k rows a head, h·2k = 16 <= N
+
+
+def reference_scores(x, hidden, norm_weight, eps, head_weight, head_bias, support_scores,
+                     padding_mask=None):
+    """The candidates' scores written out in float64: ``(x + RMSNorm(hidden))·Wᵀ + b``, padded
+    tokens at float32's lowest, then the support scores."""
+    x, hidden = x.double(), hidden.double()
+    eps = torch.finfo(torch.float32).eps if eps is None else eps
+    normed = hidden * torch.rsqrt(hidden.square().mean(-1, keepdim=True) + eps) * norm_weight
+    scores = (x + normed) @ head_weight.double().T
+    if head_bias is not None:
+        scores = scores + head_bias.double()
+    scores = scores.transpose(1, 2)
+    if padding_mask is not None:
+        scores = scores.masked_fill(~padding_mask[:, None, :], torch.finfo(torch.float32).min)
+    support = support_scores.double().expand(x.shape[0], -1, -1)
+    return torch.cat([scores, support], dim=-1)
+
+
+def _score_inputs(batch, length, dim, heads, supports, bias=True, masked=True):
+    x, hidden = torch.randn(batch, length, dim), torch.randn(batch, length, dim) * 3
+    mask = torch.rand(batch, length) > 0.3 if masked else None
+    return [x, hidden, torch.rand(dim) + 0.5, 1e-5, torch.randn(heads, dim) / dim**0.5,
+            torch.randn(heads) if bias else None, torch.randn(heads, supports), mask]
+
+
+@pytest.mark.parametrize(("batch", "length", "dim", "heads", "supports", "bias", "masked"), [
+    (2, 37, 48, 3, 10, True, True),
+    (1, 130, 200, 12, 300, False, False),  # more tokens and supports than a block; wide D
+    (3, 0, 16, 2, 8, True, True),  # no tokens: the supports alone
+    (2, 5, 24, 17, 4, True, False),  # heads not a power of 2, above 16
+])
+def test_candidate_scores_equal_the_written_out_scores(batch, length, dim, heads, supports,
+                                                       bias, masked):
+    inputs = _score_inputs(batch, length, dim, heads, supports, bias, masked)
+    out = samsa_triton_module.samsa_candidate_scores(*inputs)
+    reference = reference_scores(*inputs)
+    assert out.shape == (batch, heads, length + supports) and out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_candidate_scores_take_float32_machine_epsilon_by_default():
+    inputs = _score_inputs(2, 9, 16, 2, 4)
+    inputs[1] = inputs[1] * 1e-4  # a norm where eps shows
+    inputs[3] = None
+    out = samsa_triton_module.samsa_candidate_scores(*inputs)
+    torch.testing.assert_close(out.double(), reference_scores(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_candidate_scores_refuse_mismatched_shapes_by_name():
+    inputs = _score_inputs(2, 9, 16, 2, 4)
+    for index, bad, name in [(1, torch.randn(2, 9, 8), "hidden"),
+                             (4, torch.randn(3, 16), "head_weight"),
+                             (5, torch.randn(3), "head_bias"),
+                             (7, torch.ones(2, 8, dtype=torch.bool), "padding_mask")]:
+        broken = list(inputs)
+        broken[index] = bad
+        with pytest.raises(ValueError, match=name):
+            samsa_triton_module.samsa_candidate_scores(*broken)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_the_module_evaluation_with_the_score_kernel_equals_it_without(monkeypatch, mode):
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=8, mode=mode).eval()
+    x = torch.randn(3, 21, 32)
+    mask = torch.rand(3, 21) > 0.3
+    mask[:, 0] = True
+    with torch.no_grad():
+        eager = layer(x, padding_mask=mask)
+        allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+        calls = []
+        original = samsa_triton_module.samsa_candidate_scores
+        monkeypatch.setattr("filterformer.attention.samsa.samsa_candidate_scores",
+                            lambda *a: calls.append(1) or original(*a))
+        fast = layer(x, padding_mask=mask)
+    assert calls, "the score kernel was not used"
+    torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
+
+
+def test_scores_need_the_eager_path_with_noise_or_gradients(monkeypatch):
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode="hard",
+                            eval_noise=True).eval()
+    allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    calls = []
+    monkeypatch.setattr("filterformer.attention.samsa.samsa_candidate_scores",
+                        lambda *a: calls.append(1))
+    x = torch.randn(1, 12, 32)
+    with torch.no_grad():
+        layer(x)  # Gumbel noise in evaluation
+        layer.train()(x)  # training's noise
+    layer.eval().eval_noise = False
+    layer(x)  # gradients wanted
+    assert calls == []
+
+
+def test_a_score_kernel_failure_warns_once_and_falls_back(monkeypatch):
+    layer, x, mask = _layer_and_inputs()
+    with torch.no_grad():
+        eager = layer(x, padding_mask=mask)
+        switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+
+        def broken():
+            raise FakeTritonError("out of resources")
+
+        monkeypatch.setattr(samsa_triton_module, "_scores_kernel", broken)
+        with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+            fallen_back = layer(x, padding_mask=mask)
+    assert switch.failed
+    torch.testing.assert_close(fallen_back, eager)

@@ -24,12 +24,14 @@ from ..functional import (
     topk_gather,
     topk_split,
 )
-from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
 from ..functional.samsa_triton import (
     SAMSA_TRITON_MAX_HEAD_DIM,
+    samsa_candidate_scores,
     samsa_sampled_attention,
+    samsa_scores_triton_applies,
     samsa_triton_applies,
 )
+from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
@@ -59,11 +61,15 @@ class ImportanceScore(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """``(B, N, D)`` residual stream -> ``(B, h, N)`` scores."""
+        x = autocast_input(x)
+        return self.scores(x, self.mlp(x))
+
+    def scores(self, x: Tensor, hidden: Tensor) -> Tensor:
+        """``(B, h, N)`` scores from the residual stream ``x`` (as the MLP read it) and the MLP's
+        output ``hidden``, both ``(B, N, D)``."""
         # Under autocast the MLP's output is half precision; it is normalised in the weight's
         # dtype, and the sum comes out in the half precision the head reads it in.
-        x = autocast_input(x)
-        residual = add_rms_normed(x, self.mlp(x), self.norm.weight, self.norm.eps,
-                                  autocast_dtype(x))
+        residual = add_rms_normed(x, hidden, self.norm.weight, self.norm.eps, autocast_dtype(x))
         return self.head(residual).transpose(1, 2)
 
 
@@ -181,9 +187,27 @@ class SamplingAttention(AttentionBase):
         """Scores of the N tokens then the 2k support tokens, ``(B, h, N + 2k)``, ≥ float32.
 
         Gumbel noise (when ``noise``) goes on the tokens' scores only; padded tokens get the
-        dtype's minimum afterwards, so no noise can lift them.
+        dtype's minimum afterwards, so no noise can lift them. Without noise or gradients, on
+        CUDA, one Triton kernel forms them after the score MLP
+        (:func:`~filterformer.functional.samsa_triton.samsa_candidate_scores`, in float32).
         """
-        scores = self.importance(inputs.residual)
+        x = autocast_input(inputs.residual)
+        hidden = self.importance.mlp(x)
+        importance = self.importance
+        if not noise and samsa_scores_triton_applies(
+                x, self.support_scores, hidden, importance.norm.weight, importance.head.weight):
+            return SAMSA_KERNELS.run(
+                lambda: samsa_candidate_scores(
+                    x, hidden, importance.norm.weight, importance.norm.eps,
+                    importance.head.weight, importance.head.bias, self.support_scores,
+                    inputs.padding_mask,
+                ),
+                lambda: self._candidate_scores(importance.scores(x, hidden), inputs, noise),
+            )
+        return self._candidate_scores(importance.scores(x, hidden), inputs, noise)
+
+    def _candidate_scores(self, scores: Tensor, inputs: AttentionInputs, noise: bool) -> Tensor:
+        """:meth:`candidate_scores` from the tokens' scores ``(B, h, N)``."""
         # Gumbel noise and sigmoid comparisons of close scores need more than half precision:
         # the noise is drawn in float32 at least and its sum widens the scores, with no cast.
         wide = torch.promote_types(scores.dtype, torch.float32)

@@ -66,3 +66,59 @@ def samsa_sampled_attention(
     out = acc / total[:, None]
     tl.store(OUT + b * sob + hh * soh + rows[:, None].to(tl.int64) * son + offs_v[None, :],
              out.to(OUT.dtype.element_ty), mask=inside[:, None] & vmask[None, :])
+
+
+@triton.jit
+def samsa_candidate_scores(
+    X, HIDDEN, NORM_W, HEAD_W, HEAD_B, SUPPORT, MASK, OUT,
+    N, D, H, S, eps, lowest,
+    sxb, sxn, shb, shn, shead, ssupport, smask, sob, soh,
+    HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    """Per sample and block of tokens: each head's score ``(x + RMSNorm(hidden))·W_h + b_h``
+    (padded tokens at ``lowest``), in float32; the program after the last block writes the S
+    support scores after the N tokens'."""
+    b = tl.program_id(0).to(tl.int64)
+    block = tl.program_id(1)
+    heads = tl.arange(0, BLOCK_H)
+    head_valid = heads < H
+    out_base = OUT + b * sob
+    if block * BLOCK_N >= N:
+        for start in range(0, S, BLOCK_S):
+            cols = start + tl.arange(0, BLOCK_S)
+            valid = head_valid[:, None] & (cols < S)[None, :]
+            support = tl.load(SUPPORT + heads[:, None] * ssupport + cols[None, :], mask=valid,
+                              other=0.0)
+            tl.store(out_base + heads[:, None] * soh + (N + cols)[None, :],
+                     support.to(tl.float32), mask=valid)
+    else:
+        rows = block * BLOCK_N + tl.arange(0, BLOCK_N)
+        inside = rows < N
+        x_base = X + b * sxb
+        hidden_base = HIDDEN + b * shb
+        squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            offs = start + tl.arange(0, BLOCK_D)
+            hidden = tile(hidden_base, rows, shn, offs, inside[:, None] & (offs < D)[None, :])
+            squares += tl.sum(hidden * hidden, axis=1)
+        inverse_rms = 1.0 / tl.sqrt(squares / D + eps)
+        scores = tl.zeros([BLOCK_N, BLOCK_H], dtype=tl.float32)
+        for start in range(0, D, BLOCK_D):
+            offs = start + tl.arange(0, BLOCK_D)
+            features = offs < D
+            valid = inside[:, None] & features[None, :]
+            gain = tl.load(NORM_W + offs, mask=features, other=0.0).to(tl.float32)
+            residual = (tile(x_base, rows, sxn, offs, valid)
+                        + tile(hidden_base, rows, shn, offs, valid)
+                        * inverse_rms[:, None] * gain[None, :])
+            weights = tl.load(HEAD_W + heads[None, :] * shead + offs[:, None],
+                              mask=features[:, None] & head_valid[None, :], other=0.0)
+            scores += dot(residual, weights.to(tl.float32), 0)
+        if HAS_BIAS:
+            scores += tl.load(HEAD_B + heads, mask=head_valid, other=0.0).to(tl.float32)[None, :]
+        if HAS_MASK:
+            real = tl.load(MASK + b * smask + rows, mask=inside, other=0) != 0
+            scores = tl.where(real[:, None], scores, lowest)
+        tl.store(out_base + heads[None, :] * soh + rows[:, None], scores,
+                 mask=inside[:, None] & head_valid[None, :])

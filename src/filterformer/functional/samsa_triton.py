@@ -1,5 +1,5 @@
-"""SAMSA's evaluation in the hard mode as one Triton kernel: attention to the sampled tokens,
-gathered where they live.
+"""SAMSA's evaluation as Triton kernels: the candidates' scores in one launch, and in the hard
+mode attention to the sampled tokens, gathered where they live.
 
 In evaluation the hard mode attends every query to the k highest-scored candidates (METHODS.md
 §4): tokens, or the layer's support tokens. The eager path gathers the chosen keys and values
@@ -8,6 +8,12 @@ call. The kernel reads each chosen row straight from the tokens' keys and values
 support tokens, inside a FlashAttention-style loop over the k candidates: one launch after the
 top-k. It computes no gradient; the module uses it in evaluation only (see
 :func:`samsa_triton_applies`).
+
+Before the top-k, the scores of every candidate: each token's ``Linear_{D→h}(x + RMSNorm(h))``
+from its residual stream x and score MLP's output, padded tokens at the lowest float32, then the
+support tokens' learned scores. Eagerly that is the norm (a compiled region on CUDA), the head's
+projection, casts of its weight, bias and output, the padding fill and a concatenation with the
+support scores; :func:`samsa_candidate_scores` is one launch, in float32 throughout.
 """
 
 from __future__ import annotations
@@ -19,11 +25,20 @@ from torch import Tensor
 
 from .triton_support import KernelSwitch, block_width, dot_kind, launch
 
-__all__ = ["SAMSA_TRITON_MAX_HEAD_DIM", "SWITCH", "samsa_sampled_attention",
-           "samsa_triton_applies"]
+__all__ = [
+    "SAMSA_TRITON_MAX_HEADS",
+    "SAMSA_TRITON_MAX_HEAD_DIM",
+    "SWITCH",
+    "samsa_candidate_scores",
+    "samsa_sampled_attention",
+    "samsa_scores_triton_applies",
+    "samsa_triton_applies",
+]
 
 #: The widest head (d and d_v) the kernel takes: the widths compiled and checked on a GPU.
 SAMSA_TRITON_MAX_HEAD_DIM = 64
+#: The most heads :func:`samsa_candidate_scores` takes (a block holds every head's score).
+SAMSA_TRITON_MAX_HEADS = 64
 SWITCH = KernelSwitch("SAMSA")
 
 
@@ -34,16 +49,37 @@ def _kernel():
     return kernel
 
 
+@functools.cache
+def _scores_kernel():
+    from ._samsa_triton_kernels import samsa_candidate_scores as kernel
+
+    return kernel
+
+
+def _wants_grad(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def samsa_triton_applies(q: Tensor, *tensors: Tensor) -> bool:
     """Whether the module's evaluation runs :func:`samsa_sampled_attention`: where the kernels'
     switch allows, no gradient is wanted (``q`` and ``tensors`` need none, or grad mode is
     off) and heads are at most :data:`SAMSA_TRITON_MAX_HEAD_DIM` wide."""
-    wants_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, *tensors))
     return (
-        not wants_grad
+        not _wants_grad(q, *tensors)
         and max(q.shape[-1], *(t.shape[-1] for t in tensors if t.dim() == 4)) <=
         SAMSA_TRITON_MAX_HEAD_DIM
         and SWITCH.allows(q)
+    )
+
+
+def samsa_scores_triton_applies(x: Tensor, support_scores: Tensor, *tensors: Tensor) -> bool:
+    """Whether the module's scores come from :func:`samsa_candidate_scores`: where the kernels'
+    switch allows ``x``, no gradient is wanted (of ``x``, ``support_scores`` ``(h, S)`` or
+    ``tensors``) and h is at most :data:`SAMSA_TRITON_MAX_HEADS`."""
+    return (
+        support_scores.shape[0] <= SAMSA_TRITON_MAX_HEADS
+        and not _wants_grad(x, support_scores, *tensors)
+        and SWITCH.allows(x)
     )
 
 
@@ -117,5 +153,76 @@ def samsa_sampled_attention(
         out.stride(0), out.stride(1), out.stride(2),
         DOT_KIND=dot_kind(products), BLOCK_M=block_m, BLOCK_S=64, BLOCK_D=block_d,
         BLOCK_DV=block_v,
+    )
+    return out
+
+
+def samsa_candidate_scores(
+    x: Tensor,
+    hidden: Tensor,
+    norm_weight: Tensor,
+    eps: float | None,
+    head_weight: Tensor,
+    head_bias: Tensor | None,
+    support_scores: Tensor,
+    padding_mask: Tensor | None = None,
+) -> Tensor:
+    """The scores of the N tokens then the S support tokens, as SAMSA's sampling reads them.
+
+    Token n's score for head j is ``(x_n + RMSNorm(hidden_n))·W_j + b_j`` with the norm
+    ``hidden · rsqrt(mean(hidden²) + eps) · norm_weight``, in float32 (eagerly, under autocast,
+    the sum and the scores are rounded to half precision); a padded token's is float32's lowest.
+    No gradient (evaluation only, as :func:`samsa_triton_applies` allows).
+
+    Args:
+        x: ``(B, N, D)`` the residual stream, as the score MLP read it.
+        hidden: ``(B, N, D)`` the score MLP's output.
+        norm_weight: ``(D,)`` the norm's scale.
+        eps: the norm's epsilon (None: float32's machine epsilon, as :class:`torch.nn.RMSNorm`
+            computing in float32).
+        head_weight: ``(h, D)``; head_bias: ``(h,)`` or None.
+        support_scores: ``(h, S)`` the support tokens' scores.
+        padding_mask: ``(B, N)`` bool, True at real tokens, or None.
+
+    Returns:
+        ``(B, h, N + S)`` float32.
+    """
+    batch, length, dim = x.shape
+    heads, supports = support_scores.shape
+    if hidden.shape != x.shape or norm_weight.shape != (dim,) or head_weight.shape != (heads, dim):
+        raise ValueError(
+            f"hidden must have x's shape {tuple(x.shape)}, norm_weight ({dim},) and head_weight "
+            f"(h, D) = ({heads}, {dim}); got {tuple(hidden.shape)}, {tuple(norm_weight.shape)} "
+            f"and {tuple(head_weight.shape)}"
+        )
+    if head_bias is not None and head_bias.shape != (heads,):
+        raise ValueError(f"head_bias must have shape ({heads},); got {tuple(head_bias.shape)}")
+    if padding_mask is not None and padding_mask.shape != (batch, length):
+        raise ValueError(f"padding_mask must have shape ({batch}, {length}); got "
+                         f"{tuple(padding_mask.shape)}")
+    if heads > SAMSA_TRITON_MAX_HEADS:
+        raise ValueError(f"at most {SAMSA_TRITON_MAX_HEADS} heads are supported; got {heads}")
+    out = torch.empty(batch, heads, length + supports, dtype=torch.float32, device=x.device)
+    if batch == 0:
+        return out
+    x, hidden, norm_weight, head_weight, support_scores = (
+        t if t.stride(-1) == 1 else t.contiguous()
+        for t in (x, hidden, norm_weight, head_weight, support_scores)
+    )
+    head_bias = None if head_bias is None else head_bias.contiguous()
+    mask = None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
+    block_n = 64
+    launch(
+        _scores_kernel(), (batch, -(-length // block_n) + 1),
+        x, hidden, norm_weight, head_weight, head_bias if head_bias is not None else head_weight,
+        support_scores, mask if mask is not None else out, out,
+        length, dim, heads, supports,
+        torch.finfo(torch.float32).eps if eps is None else float(eps),
+        torch.finfo(torch.float32).min,
+        x.stride(0), x.stride(1), hidden.stride(0), hidden.stride(1), head_weight.stride(0),
+        support_scores.stride(0), mask.stride(0) if mask is not None else 0, out.stride(0),
+        out.stride(1),
+        HAS_BIAS=head_bias is not None, HAS_MASK=mask is not None,
+        BLOCK_N=block_n, BLOCK_D=64, BLOCK_H=block_width(heads), BLOCK_S=128,
     )
     return out
