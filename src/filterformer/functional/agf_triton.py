@@ -275,7 +275,7 @@ class _AGFLayer(torch.autograd.Function):
             # layer's have, so second derivatives stay exact.
             return _eager_backward(ctx, grad_out, grad_reg)
         return SWITCH.run(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
-                           lambda: _eager_backward(ctx, grad_out, grad_reg))
+                          lambda: _eager_backward(ctx, grad_out, grad_reg))
 
     @staticmethod
     def _backward(ctx, grad_out, grad_reg):
@@ -436,5 +436,5 @@ def agf_layer_for(
     args = (q, k, v, singular_logits, theta, key_padding_mask)
     if agf_triton_applies(q, k, v):
         return SWITCH.run(lambda: agf_triton_layer(*args, **options),
-                           lambda: agf_layer(*args, **options))
+                          lambda: agf_layer(*args, **options))
     return agf_layer(*args, **options)

@@ -50,11 +50,11 @@ def gfsa_triton_applies(values: Tensor, first: Tensor, last: Tensor, *coefficien
     :data:`GFSA_TRITON_MAX_HEAD_DIM` wide, and the ``coefficients`` are floating tensors on
     their device."""
     return (
-        values.dim() == 4
+        SWITCH.allows(values)
+        and values.dim() == 4
         and values.shape == first.shape == last.shape
         and values.shape[-1] <= GFSA_TRITON_MAX_HEAD_DIM
         and all(t.device == values.device and t.dtype in KERNEL_DTYPES for t in (first, last))
-        and SWITCH.allows(values)
         and all(w.device == values.device and w.is_floating_point() for w in coefficients)
     )
 
