@@ -271,3 +271,39 @@ def test_passes_with_different_blocks_share_one_split_of_the_tokens(monkeypatch)
     tensors, mask = _inputs(2, 2, 150, 16, 16, 3, masked=True)
     grad_out = torch.randn(2, 2, 150, 16)
     _assert_equals_the_eager_layer(tensors, mask, grad_out)
+
+
+def merged_keys(maxima, sums, context, gram):
+    """The key pass's chunks merged in float64 torch operations (the reference of the merge
+    kernel): the column softmax's maxima, inverse sums, context and Gram matrix over every
+    chunk."""
+    maxima, sums, context = maxima.double(), sums.double(), context.double()
+    top = maxima.max(dim=1).values
+    scale = torch.exp(maxima - top[:, None])
+    total = (sums * scale).sum(dim=1)
+    inverse = torch.where(total > 0, 1.0 / total.clamp(min=torch.finfo(torch.float32).tiny), 0.0)
+    merged = (context * scale[..., None]).sum(dim=1) * inverse[..., None]
+    if gram is not None:
+        weights = scale[..., :, None] * scale[..., None, :]
+        gram = (gram.double() * weights).sum(dim=1) * inverse[:, :, None] * inverse[:, None, :]
+    return top, inverse, merged, gram
+
+
+@pytest.mark.parametrize(("programs", "splits", "dim", "dim_v", "with_gram"), [
+    (3, 4, 16, 16, True), (2, 1, 24, 40, True), (5, 3, 64, 64, False),
+])
+def test_the_merge_kernel_equals_the_merged_chunks_in_float64(programs, splits, dim, dim_v,
+                                                              with_gram):
+    maxima = torch.randn(programs, splits, dim) * 3
+    sums = torch.rand(programs, splits, dim) * 5
+    # A chunk of padding only (its maxima far below, its sums 0), and a feature with no key.
+    maxima[0, -1], sums[0, -1] = -1.0e30, 0.0
+    sums[-1, :, 0] = 0.0
+    context = torch.randn(programs, splits, dim, dim_v)
+    gram = torch.randn(programs, splits, dim, dim) if with_gram else None
+    found = agf_triton_module._merge_keys(maxima, sums, context, gram)
+    expected = merged_keys(maxima, sums, context, gram)
+    assert found[1][-1, 0] == 0 and (found[3] is None) == (not with_gram)
+    for got, want in zip(found, expected, strict=True):
+        if want is not None:
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)

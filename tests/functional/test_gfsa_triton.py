@@ -263,3 +263,13 @@ def test_cached_decoding_with_the_kernels_equals_recomputation_without(monkeypat
         steps += [model(ids[:, t : t + 1], cache=cache).logits for t in range(5, 11)]
     assert calls, "the kernels were not used"
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("batch", "length"), [(0, 5), (2, 0)])
+def test_no_samples_or_no_tokens_give_empty_terms_and_zero_coefficient_gradients(batch, length):
+    terms, weights = _terms(batch, 2, length, 8)
+    out = gfsa_triton_combine(*terms, *weights, -1, 2, torch.float32)
+    assert out.shape == (batch, 2, length, 8)
+    grads = torch.autograd.grad(out, [*terms, *weights], torch.ones_like(out))
+    assert [g.shape for g in grads] == [t.shape for t in [*terms, *weights]]
+    assert all(torch.equal(g, torch.zeros(2)) for g in grads[3:])

@@ -166,6 +166,7 @@ def _score_inputs(batch, length, dim, heads, supports, bias=True, masked=True):
     (1, 130, 200, 12, 300, False, False),  # more tokens and supports than a block; wide D
     (3, 0, 16, 2, 8, True, True),  # no tokens: the supports alone
     (2, 5, 24, 17, 4, True, False),  # heads not a power of 2, above 16
+    (0, 5, 16, 2, 4, True, True),  # no samples
 ])
 def test_candidate_scores_equal_the_written_out_scores(batch, length, dim, heads, supports,
                                                        bias, masked):

@@ -294,3 +294,51 @@ def agf_keys_backward(
                  mask=valid)
         tl.store(dv_base + offsets * sdvn + offs_v[None, :], dv.to(DV_.dtype.element_ty),
                  mask=inside[:, None] & vmask[None, :])
+
+
+@triton.jit
+def agf_merge_keys(
+    MAXIMA, SUMS, CONTEXT, GRAM, TOP, INVERSE, MERGED, MERGED_GRAM,
+    T, D, DV, tiny,
+    HAS_GRAM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """Per (sample, head) p: the key pass's T chunks merged, as the column softmax over every
+    token gives them. Chunk t holds its running maxima ``m_t``, sums ``s_t``, ``C_t =
+    exp(K − m_t)ᵀ V`` and ``G_t = exp(K − m_t)ᵀ exp(K − m_t)`` (contiguous ``(P, T, …)``); with
+    ``M = max_t m_t`` and ``c_t = exp(m_t − M)``: ``TOP = M``, ``INVERSE = 1 / Σ_t c_t s_t``
+    (0 where that sum is 0), ``MERGED = INVERSE ⊙ Σ_t c_t C_t`` (scaling rows) and
+    ``MERGED_GRAM = INVERSE_i INVERSE_j Σ_t c_t,i c_t,j G_t``."""
+    p = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BLOCK_D)
+    row_valid = rows < D
+    cols = tl.arange(0, BLOCK_DV)
+    col_valid = cols < DV
+    top = tl.full([BLOCK_D], -float("inf"), tl.float32)
+    for t in range(0, T):
+        maxima = tl.load(MAXIMA + (p * T + t) * D + rows, mask=row_valid, other=-float("inf"))
+        top = tl.maximum(top, maxima)
+    top = tl.where(row_valid, top, 0.0)
+    total = tl.zeros([BLOCK_D], dtype=tl.float32)
+    context = tl.zeros([BLOCK_D, BLOCK_DV], dtype=tl.float32)
+    gram = tl.zeros([BLOCK_D, BLOCK_D], dtype=tl.float32)
+    for t in range(0, T):
+        chunk = p * T + t
+        maxima = tl.load(MAXIMA + chunk * D + rows, mask=row_valid, other=0.0)
+        scale = tl.where(row_valid, tl.exp(maxima - top), 0.0)
+        total += scale * tl.load(SUMS + chunk * D + rows, mask=row_valid, other=0.0)
+        block = tl.load(CONTEXT + chunk * D * DV + rows[:, None] * DV + cols[None, :],
+                        mask=row_valid[:, None] & col_valid[None, :], other=0.0)
+        context += scale[:, None] * block
+        if HAS_GRAM:
+            block = tl.load(GRAM + chunk * D * D + rows[:, None] * D + rows[None, :],
+                            mask=row_valid[:, None] & row_valid[None, :], other=0.0)
+            gram += scale[:, None] * scale[None, :] * block
+    inverse = tl.where(total > 0, 1.0 / tl.maximum(total, tiny), 0.0)
+    tl.store(TOP + p * D + rows, top, mask=row_valid)
+    tl.store(INVERSE + p * D + rows, inverse, mask=row_valid)
+    tl.store(MERGED + p * D * DV + rows[:, None] * DV + cols[None, :],
+             context * inverse[:, None], mask=row_valid[:, None] & col_valid[None, :])
+    if HAS_GRAM:
+        tl.store(MERGED_GRAM + p * D * D + rows[:, None] * D + rows[None, :],
+                 gram * inverse[:, None] * inverse[None, :],
+                 mask=row_valid[:, None] & row_valid[None, :])

@@ -7,7 +7,7 @@ each pass reads its inputs once and keeps every per-token intermediate in regist
 
 - **keys** (forward): per (sample, head) and chunk of tokens, the column softmax of K over tokens
   by a running maximum (as FlashAttention's rows), accumulating ``exp(K − m)ᵀ V`` and, for the
-  regulariser, ``exp(K − m)ᵀ exp(K − m)``; chunks are merged on the host (``d×d`` each).
+  regulariser, ``exp(K − m)ᵀ exp(K − m)``; the chunks are merged by one more launch.
 - **queries** (forward): per block of tokens, the row softmax of Q, the sigmoid and the
   polynomial recursion, ``(U ⊙ G) C`` with the ``d×d`` context ``C = Vsᵀ V``, and ``UᵀU``.
 - **queries** (backward): ``dQ``, ``dX W_Σ``, ``dθ`` and ``dC = (U ⊙ G)ᵀ dOut``, recomputing
@@ -111,6 +111,13 @@ def _kernels():
     return agf_keys_forward, agf_queries_forward, agf_queries_backward, agf_keys_backward
 
 
+@functools.cache
+def _merge_kernel():
+    from ._agf_triton_kernels import agf_merge_keys
+
+    return agf_merge_keys
+
+
 def _chunks(length: int, block: int, programs: int) -> tuple[int, int]:
     """``(chunk, splits)``: tokens per program (a multiple of ``block``) and how many programs
     share one (sample, head), enough for about :data:`_TARGET_PROGRAMS` in all."""
@@ -182,16 +189,23 @@ def _merge_keys(
     maxima: Tensor, sums: Tensor, context: Tensor, gram: Tensor | None
 ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Merge the key pass's chunks: ``(M, 1/S, C, Gk)`` from each chunk's running maximum,
-    sum, ``exp(K − m)ᵀ V`` and ``exp(K − m)ᵀ exp(K − m)`` (``(P, splits, …)`` each)."""
-    top = maxima.max(dim=1).values
-    scale = torch.exp(maxima - top[:, None])
-    total = (sums * scale).sum(dim=1)
-    inverse = torch.where(total > 0, 1.0 / total.clamp(min=torch.finfo(total.dtype).tiny), 0.0)
-    merged = (context * scale[..., None]).sum(dim=1) * inverse[..., None]
-    if gram is not None:
-        weights = scale[..., :, None] * scale[..., None, :]
-        gram = (gram * weights).sum(dim=1) * inverse[:, :, None] * inverse[:, None, :]
-    return top, inverse, merged, gram
+    sum, ``exp(K − m)ᵀ V`` and ``exp(K − m)ᵀ exp(K − m)`` (``(P, splits, …)`` each, contiguous
+    float32), in one launch (the kernel ``agf_merge_keys``, where eager operations took 19)."""
+    programs, splits, dim = maxima.shape
+    dim_v = context.shape[-1]
+    top, inverse = (torch.empty(programs, dim, dtype=maxima.dtype, device=maxima.device)
+                    for _ in range(2))
+    merged = torch.empty(programs, dim, dim_v, dtype=maxima.dtype, device=maxima.device)
+    merged_gram = None if gram is None else torch.empty(programs, dim, dim, dtype=maxima.dtype,
+                                                        device=maxima.device)
+    launch(
+        _merge_kernel(), (programs,),
+        maxima, sums, context, maxima if gram is None else gram, top, inverse, merged,
+        top if merged_gram is None else merged_gram,
+        splits, dim, dim_v, torch.finfo(torch.float32).tiny,
+        HAS_GRAM=gram is not None, BLOCK_D=block_width(dim), BLOCK_DV=block_width(dim_v),
+    )
+    return top, inverse, merged, merged_gram
 
 
 def _orthogonality(gram_u: Tensor, gram_k: Tensor) -> Tensor:

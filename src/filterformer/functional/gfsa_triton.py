@@ -88,7 +88,7 @@ class _Combination(torch.autograd.Function):
         out = torch.empty(batch, length, heads, dim, dtype=dtype,
                           device=values.device).transpose(1, 2)
         block_n, block_d, grid = _layout(values)
-        if length:
+        if values.numel():
             launch(
                 forward_kernel, grid,
                 values, first, last, w0, w1, wK, out,
@@ -120,7 +120,7 @@ def _kernel_backward(ctx, grad_out):
     blocks = grid[1]
     grads = [torch.empty_like(t) for t in (values, first, last)]
     partial = torch.empty(3, batch, heads, blocks, dtype=torch.float32, device=values.device)
-    if length:
+    if values.numel():
         launch(
             backward_kernel, grid,
             values, first, last, w0, w1, wK, grad_out, *grads, partial,
