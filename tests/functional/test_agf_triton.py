@@ -307,3 +307,22 @@ def test_the_merge_kernel_equals_the_merged_chunks_in_float64(programs, splits, 
     for got, want in zip(found, expected, strict=True):
         if want is not None:
             torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("programs", "splits", "dim"), [(3, 2, 16), (2, 1, 24)])
+def test_the_regulariser_kernels_equal_its_float64_formula_and_gradient(programs, splits, dim):
+    gram_u_chunks = torch.randn(programs, splits, dim, dim)
+    gram_k = torch.randn(programs, dim, dim)
+    gram_k[0].fill_diagonal_(1.0)  # entries where |G − I| has no slope: sign 0
+    gram_u, reg = agf_triton_module._orthogonality(gram_u_chunks, gram_k)
+    leaves = [gram_u_chunks.double().sum(dim=1).requires_grad_(), gram_k.double().requires_grad_()]
+    eye = torch.eye(dim, dtype=torch.float64)
+    expected = sum((g - eye).abs().mean() for g in leaves)
+    torch.testing.assert_close(gram_u.double(), leaves[0].detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(reg.double(), expected.detach(), rtol=1e-5, atol=1e-6)
+    grad = torch.randn(())
+    weights = agf_triton_module._orthogonality_weights(gram_u, gram_k, grad)
+    # The weights W = w + wᵀ, w the regulariser's gradient at each Gram matrix.
+    for got, slope in zip(weights, torch.autograd.grad(expected, leaves), strict=True):
+        want = slope * grad.double()
+        torch.testing.assert_close(got.double(), want + want.transpose(-1, -2))

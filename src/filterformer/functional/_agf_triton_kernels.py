@@ -342,3 +342,51 @@ def agf_merge_keys(
         tl.store(MERGED_GRAM + p * D * D + rows[:, None] * D + rows[None, :],
                  gram * inverse[:, None] * inverse[None, :],
                  mask=row_valid[:, None] & row_valid[None, :])
+
+
+@triton.jit
+def _gram_tile(D, BLOCK_D: tl.constexpr):
+    """A program's ``(D, D)`` tile: offsets, validity and the identity."""
+    rows = tl.arange(0, BLOCK_D)
+    valid = (rows < D)[:, None] & (rows < D)[None, :]
+    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
+    return rows[:, None] * D + rows[None, :], valid, eye
+
+
+@triton.jit
+def agf_orthogonality(
+    GRAM_U_PARTS, GRAM_K, GRAM_U, LOSS, T, D, scale, BLOCK_D: tl.constexpr,
+):
+    """Per (sample, head) p: ``Gu``, the sum of the query pass's T chunks of ``UᵀU``, and the
+    regulariser's share ``scale · (Σ|Gu − I| + Σ|Gk − I|)`` (``scale = 1 / (P·D²)``, so the
+    shares sum to ``mean|Gu − I| + mean|Gk − I|``)."""
+    p = tl.program_id(0).to(tl.int64)
+    offs, valid, eye = _gram_tile(D, BLOCK_D)
+    gram_u = tl.zeros([BLOCK_D, BLOCK_D], dtype=tl.float32)
+    for t in range(0, T):
+        gram_u += tl.load(GRAM_U_PARTS + (p * T + t) * D * D + offs, mask=valid, other=0.0)
+    tl.store(GRAM_U + p * D * D + offs, gram_u, mask=valid)
+    gram_k = tl.load(GRAM_K + p * D * D + offs, mask=valid, other=0.0)
+    deviation = tl.where(valid, tl.abs(gram_u - eye) + tl.abs(gram_k - eye), 0.0)
+    tl.store(LOSS + p, tl.sum(tl.sum(deviation, axis=1), axis=0) * scale)
+
+
+@triton.jit
+def _sign(x):
+    return tl.where(x > 0, 1.0, tl.where(x < 0, -1.0, 0.0))
+
+
+@triton.jit
+def agf_orthogonality_weights(
+    GRAM_U, GRAM_K, GRAD, WEIGHTS_U, WEIGHTS_K, D, scale, BLOCK_D: tl.constexpr,
+):
+    """Per (sample, head) p, for both Gram matrices: ``w + wᵀ`` with ``w = sign(G − I) · grad ·
+    scale`` (``scale = 1 / (P·D²)``, the mean's): the regulariser's gradient with respect to a
+    feature map F is ``F (w + wᵀ)``."""
+    p = tl.program_id(0).to(tl.int64)
+    offs, valid, eye = _gram_tile(D, BLOCK_D)
+    factor = tl.load(GRAD).to(tl.float32) * scale
+    w = _sign(tl.load(GRAM_U + p * D * D + offs, mask=valid, other=0.0) - eye) * factor
+    tl.store(WEIGHTS_U + p * D * D + offs, w + tl.trans(w), mask=valid)
+    w = _sign(tl.load(GRAM_K + p * D * D + offs, mask=valid, other=0.0) - eye) * factor
+    tl.store(WEIGHTS_K + p * D * D + offs, w + tl.trans(w), mask=valid)

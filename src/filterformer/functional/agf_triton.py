@@ -112,10 +112,12 @@ def _kernels():
 
 
 @functools.cache
-def _merge_kernel():
-    from ._agf_triton_kernels import agf_merge_keys
+def _small_kernels():
+    """The kernels over ``d×d`` blocks: the key chunks' merge, the regulariser and its
+    weights."""
+    from ._agf_triton_kernels import agf_merge_keys, agf_orthogonality, agf_orthogonality_weights
 
-    return agf_merge_keys
+    return agf_merge_keys, agf_orthogonality, agf_orthogonality_weights
 
 
 def _chunks(length: int, block: int, programs: int) -> tuple[int, int]:
@@ -199,7 +201,7 @@ def _merge_keys(
     merged_gram = None if gram is None else torch.empty(programs, dim, dim, dtype=maxima.dtype,
                                                         device=maxima.device)
     launch(
-        _merge_kernel(), (programs,),
+        _small_kernels()[0], (programs,),
         maxima, sums, context, maxima if gram is None else gram, top, inverse, merged,
         top if merged_gram is None else merged_gram,
         splits, dim, dim_v, torch.finfo(torch.float32).tiny,
@@ -208,17 +210,32 @@ def _merge_keys(
     return top, inverse, merged, merged_gram
 
 
-def _orthogonality(gram_u: Tensor, gram_k: Tensor) -> Tensor:
-    eye = torch.eye(gram_u.shape[-1], dtype=gram_u.dtype, device=gram_u.device)
-    return (gram_u - eye).abs().mean() + (gram_k - eye).abs().mean()
+def _orthogonality(gram_u_chunks: Tensor, gram_k: Tensor) -> tuple[Tensor, Tensor]:
+    """``(Gu, mean|Gu − I| + mean|Gk − I|)``, Gu the sum of the query pass's chunks of ``UᵀU``
+    ``(P, splits, d, d)`` and Gk ``(P, d, d)``: one launch and a sum of its shares."""
+    programs, splits, dim, _ = gram_u_chunks.shape
+    gram_u = torch.empty(programs, dim, dim, dtype=torch.float32, device=gram_k.device)
+    shares = torch.empty(programs, dtype=torch.float32, device=gram_k.device)
+    launch(
+        _small_kernels()[1], (programs,),
+        gram_u_chunks, gram_k, gram_u, shares, splits, dim, 1.0 / gram_k.numel(),
+        BLOCK_D=block_width(dim),
+    )
+    return gram_u, shares.sum()
 
 
-def _orthogonality_weights(gram: Tensor, grad: Tensor) -> Tensor:
-    """``w + wᵀ`` with ``w = ∂ mean|Gram − I| / ∂ Gram`` times ``grad``: the regulariser's
-    gradient with respect to a feature map F is ``F (w + wᵀ)``."""
-    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
-    w = torch.sign(gram - eye) * (grad / gram.numel())
-    return w + w.transpose(-1, -2)
+def _orthogonality_weights(gram_u: Tensor, gram_k: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
+    """For Gu and Gk ``(P, d, d)``: ``w + wᵀ`` with ``w = ∂ mean|Gram − I| / ∂ Gram`` times
+    ``grad`` (a 0-dim tensor): the regulariser's gradient with respect to a feature map F is
+    ``F (w + wᵀ)``. One launch."""
+    programs, dim, _ = gram_u.shape
+    weights = torch.empty(2, programs, dim, dim, dtype=torch.float32, device=gram_u.device)
+    launch(
+        _small_kernels()[2], (programs,),
+        gram_u, gram_k, grad, weights[0], weights[1], dim, 1.0 / gram_u.numel(),
+        BLOCK_D=block_width(dim),
+    )
+    return weights[0], weights[1]
 
 
 class _AGFLayer(torch.autograd.Function):
@@ -266,8 +283,7 @@ class _AGFLayer(torch.autograd.Function):
             **geo.meta("queries_forward"),
         )
         if orthogonality:
-            gram_u = gram_u.sum(dim=1)
-            reg = _orthogonality(gram_u, gram_k)
+            gram_u, reg = _orthogonality(gram_u, gram_k)
         else:
             gram_u = None
             reg = torch.zeros((), dtype=f32, device=device)
@@ -306,8 +322,7 @@ class _AGFLayer(torch.autograd.Function):
         grad_out = _unit_last(grad_out)
         ortho = ctx.orthogonality and grad_reg is not None
         if ortho:
-            weights_u = _orthogonality_weights(gram_u, grad_reg.to(f32))
-            weights_k = _orthogonality_weights(gram_k, grad_reg.to(f32))
+            weights_u, weights_k = _orthogonality_weights(gram_u, gram_k, grad_reg)
         else:
             weights_u = weights_k = merged
         grad_q = _heads_last_empty(q, geo.dim, q.dtype)
