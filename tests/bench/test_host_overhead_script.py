@@ -46,15 +46,12 @@ def test_two_rounds_write_every_case_with_its_operations(tmp_path):
         assert 0 <= eager_allocations < eager and 0 <= kernel_allocations < kernels
         # Under autocast the inputs' casts join the step; no kernel of a method without one.
         assert eager >= rows[(case, mode)]["operations"]
-        if case in ("sdpa", "softmax module") or ("samsa" in case and mode == "train"):
+        if case in ("sdpa", "softmax module"):  # no kernel of filterformer's
             assert kernels == eager and kernel_allocations == eager_allocations
-    # GFSA's combination (and AGF's layer) in one launch forward, one backward, and SAMSA's
-    # evaluation (its scores, and in the hard mode its attention): fewer operations.
-    fewer = [(case, mode) for case in ("gfsa kernel (K=3)", "gfsa module", "agf module")
-             for mode in ("inference", "train")]
-    fewer += [("samsa hard k=4 module", "inference"), ("samsa soft k=4 module", "inference")]
-    for key in fewer:
-        assert paths[key]["kernels"][0] < paths[key]["eager"][0]
+        else:
+            # GFSA's combination, AGF's layer, SAMSA's scores, gather and hard-mode attention:
+            # a launch each where eager operations took several.
+            assert kernels < eager
     assert "## Operations a step under bfloat16 autocast" in table
 
 

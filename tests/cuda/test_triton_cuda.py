@@ -1,6 +1,7 @@
 """The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
-candidate scores and sampled attention, and GFSA's combination against float64 references on
-the CPU, masks and gradients included, and the modules taking them on CUDA."""
+candidate scores, gather (forward and backward), sampled attention and straight-through score
+gradient, and GFSA's combination against float64 references on the CPU, masks and gradients
+included, and the modules taking them on CUDA."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from filterformer.functional import agf_layer, gfsa
 from filterformer.functional import agf_triton as agf_triton_module
 from filterformer.functional.agf_triton import agf_triton_layer
 from filterformer.functional.gfsa_triton import gfsa_triton_combine
-from filterformer.functional.samsa_triton import samsa_candidate_scores, samsa_sampled_attention
+from filterformer.functional.sampling import _straight_through_scores
+from filterformer.functional.samsa_triton import (
+    samsa_candidate_scores,
+    samsa_gathered_candidates,
+    samsa_sampled_attention,
+    straight_through_score_gradient,
+)
 
 from ..functional.test_agf_triton import (
     CASES,
@@ -24,7 +31,10 @@ from ..functional.test_agf_triton import (
 )
 from ..functional.test_gfsa_triton import _terms, closed_form, gfsa_module
 from ..functional.test_samsa_triton import (
+    _gather_inputs,
     _score_inputs,
+    _straight_through_inputs,
+    eager_candidates,
     float32_supports_and_half_tokens,
     gathered_attention,
     reference_scores,
@@ -191,3 +201,52 @@ def test_samsa_candidate_scores_equal_float64(cuda_device, dtype):
     assert torch.equal(out.cpu() == torch.finfo(torch.float32).min, ~real.expand_as(out))
     got, want = out.cpu().double()[real.expand_as(out)], reference[real.expand_as(out)]
     assert _relative(got, want) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_samsa_gather_kernels_equal_float64(cuda_device, dtype):
+    k, v, support_rows, index = _gather_inputs(batch=8, heads=12, length=1000, dim=64,
+                                               supports=512, count=512)
+    leaves = [k, v, support_rows]
+    on_gpu = [x.detach().to(cuda_device, dtype if x.dim() == 4 else torch.float32)
+              .requires_grad_() for x in leaves]
+    out = samsa_gathered_candidates(*on_gpu, index.to(cuda_device), dtype, eager_candidates)
+    doubles = [x.detach().to(dtype).double().requires_grad_() for x in leaves]
+    reference = eager_candidates(*doubles, index)
+    tolerance = 0 if dtype == torch.float32 else 4e-3  # bf16: supports rounded from float32
+    assert out.dtype == dtype and _relative(out.cpu(), reference) <= tolerance
+    grad = torch.randn_like(reference).to(dtype)
+    found = torch.autograd.grad(out, on_gpu, grad.to(cuda_device))
+    expected = torch.autograd.grad(reference, doubles, grad.double())
+    for got, want in zip(found, expected, strict=True):
+        assert _relative(got.cpu(), want) < 1e-6  # stores, and float32 sums over 8 samples
+
+
+def test_samsa_training_on_cuda_takes_the_gather_kernels_and_equals_float64(cuda_device,
+                                                                           monkeypatch):
+    calls = _spy(monkeypatch, samsa_module, "samsa_gathered_candidates")
+    layer = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard",
+                            eval_noise=False)
+    reference = build_attention("samsa", dim=64, num_heads=4, num_samples=16, mode="hard")
+    reference.load_state_dict(layer.state_dict())
+    layer, reference = layer.to(cuda_device).eval(), reference.double().eval()
+    x = torch.randn(2, 50, 64)
+    out = layer(x.to(cuda_device))  # evaluation with gradients: the gather, not the attention
+    ref = reference(x.double())
+    assert calls, "the module did not run the gather kernels"
+    assert _relative(out.detach().cpu(), ref.detach()) < 1e-5
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for (name, param), ref_param in zip(layer.named_parameters(), reference.parameters(),
+                                        strict=True):
+        # Evaluation's top-k gives the scores no gradient.
+        assert (param.grad is None) == (ref_param.grad is None), name
+        if ref_param.grad is not None:
+            assert _relative(param.grad.cpu(), ref_param.grad) < 1e-4, name
+
+
+def test_samsa_straight_through_kernel_equals_float64(cuda_device):
+    inputs = _straight_through_inputs(batch=8, heads=12, count=256, width=128)
+    out = straight_through_score_gradient(*(t.to(cuda_device) for t in inputs), 0.5)
+    expected = _straight_through_scores(*(t.double() for t in inputs), 0.5)
+    assert out.dtype == torch.float32 and _relative(out.cpu(), expected) < 1e-5

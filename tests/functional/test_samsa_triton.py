@@ -245,3 +245,171 @@ def test_a_score_kernel_failure_warns_once_and_falls_back(monkeypatch):
             fallen_back = layer(x, padding_mask=mask)
     assert switch.failed
     torch.testing.assert_close(fallen_back, eager)
+
+
+def eager_candidates(k, v, support_rows, index):
+    """The candidates at ``index`` by torch operations: tokens' keys and values, then the
+    supports' rows."""
+    batch = k.shape[0]
+    rows = torch.cat([torch.cat([k, v], dim=-1),
+                      support_rows.to(k.dtype).expand(batch, -1, -1, -1)], dim=-2)
+    return rows.gather(-2, index[..., None].expand(-1, -1, -1, rows.shape[-1]))
+
+
+def _gather_inputs(batch=3, heads=2, length=29, dim=24, supports=12, count=16):
+    k, v = (torch.randn(batch, heads, length, dim, requires_grad=True) for _ in range(2))
+    support_rows = torch.randn(heads, supports, 2 * dim, requires_grad=True)
+    index = torch.stack([torch.stack([torch.randperm(length + supports)[:count]
+                                      for _ in range(heads)]) for _ in range(batch)])
+    return k, v, support_rows, index
+
+
+def test_the_gather_kernels_equal_the_gathered_rows_and_their_gradients_in_float64():
+    k, v, support_rows, index = _gather_inputs()
+    leaves = [k, v, support_rows]
+    out = samsa_triton_module.samsa_gathered_candidates(k, v, support_rows, index,
+                                                        torch.float32, eager_candidates)
+    doubles = [x.detach().double().requires_grad_() for x in leaves]
+    reference = eager_candidates(*doubles, index)
+    assert out.shape == reference.shape and out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), reference)
+    grad = torch.randn_like(reference)
+    found = torch.autograd.grad(out, leaves, grad.float())
+    # The supports' gradient sums over the samples that picked them.
+    for got, want in zip(found, torch.autograd.grad(reference, doubles, grad), strict=True):
+        torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_second_derivatives_through_the_gather_go_through_the_eager_rows():
+    k, v, support_rows, index = _gather_inputs()
+    leaves = [k, v, support_rows]
+
+    def curvature(gather):
+        out = gather(*leaves, index)
+        grads = torch.autograd.grad(out.square().sum(), leaves, create_graph=True)
+        return torch.autograd.grad(sum((g.square() * torch.arange(g.shape[-1])).sum()
+                                       for g in grads), leaves)
+
+    fast = curvature(lambda *a: samsa_triton_module.samsa_gathered_candidates(
+        *a, torch.float32, eager_candidates))
+    for got, want in zip(fast, curvature(eager_candidates), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_a_training_step_with_the_gather_kernels_equals_it_without(monkeypatch, mode):
+    torch.manual_seed(0)
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=6, mode=mode)
+    x = torch.randn(3, 21, 32)
+    mask = torch.rand(3, 21) > 0.3
+    mask[:, 0] = True
+
+    def step():
+        torch.manual_seed(1)  # the same Gumbel noise
+        layer.zero_grad()
+        out = layer(x, padding_mask=mask)
+        out.square().sum().backward()
+        return [out.detach(), *(p.grad.clone() for p in layer.parameters())]
+
+    eager = step()
+    allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    calls = []
+    original = samsa_triton_module.samsa_gathered_candidates
+    monkeypatch.setattr("filterformer.attention.samsa.samsa_gathered_candidates",
+                        lambda *a: calls.append(1) or original(*a))
+    fast = step()
+    assert calls, "the gather kernels were not used"
+    for got, want in zip(fast, eager, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failure_of_the_scatter_kernel_takes_the_eager_gradients(monkeypatch):
+    k, v, support_rows, index = _gather_inputs()
+    leaves = [k, v, support_rows]
+    expected = torch.autograd.grad(eager_candidates(*leaves, index).sum(), leaves)
+    switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    out = samsa_triton_module.samsa_gathered_candidates(k, v, support_rows, index,
+                                                        torch.float32, eager_candidates)
+    gather, _ = samsa_triton_module._gather_kernels()
+
+    def scatter_broken():
+        def failing(*args, **kwargs):
+            raise FakeTritonError("out of resources")
+
+        return gather, failing
+
+    monkeypatch.setattr(samsa_triton_module, "_gather_kernels", scatter_broken)
+    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+        found = torch.autograd.grad(out.sum(), leaves)
+    assert switch.failed
+    for got, want in zip(found, expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def _straight_through_inputs(batch=2, heads=3, count=37, width=40):
+    grad, x_top, x_bot = (torch.randn(batch, heads, count, width) for _ in range(3))
+    z = torch.randn(batch, heads, 2 * count) * 2
+    z[0, 0, -1] = torch.finfo(torch.float32).min  # a padded runner-up
+    return grad, x_top, x_bot, z
+
+
+@pytest.mark.parametrize(("count", "width", "temperature"), [(37, 40, 0.7), (8, 16, 1.0),
+                                                             (70, 128, 2.0)])
+def test_the_straight_through_kernel_equals_the_written_out_gradient_in_float64(count, width,
+                                                                               temperature):
+    from filterformer.functional.sampling import _straight_through_scores
+
+    inputs = _straight_through_inputs(count=count, width=width)
+    out = samsa_triton_module.straight_through_score_gradient(*inputs, temperature)
+    expected = _straight_through_scores(*(t.double() for t in inputs), temperature)
+    assert out.shape == expected.shape and out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_hard_sampling_with_the_straight_through_kernel_equals_it_without(monkeypatch):
+    from filterformer.functional import differentiable_topk
+
+    scores = (torch.randn(2, 3, 40) * 2).requires_grad_()
+    candidates = torch.randn(2, 3, 40, 24, requires_grad=True)
+
+    def gradients():
+        sampled = differentiable_topk(scores, candidates, 12, mode="hard", temperature=0.5)
+        return torch.autograd.grad((sampled * torch.arange(24)).sum(), [scores, candidates])
+
+    eager = gradients()
+    allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    calls = []
+    original = samsa_triton_module.straight_through_score_gradient
+    monkeypatch.setattr("filterformer.functional.sampling.straight_through_score_gradient",
+                        lambda *a: calls.append(1) or original(*a))
+    fast = gradients()
+    assert calls, "the kernel was not used"
+    for got, want in zip(fast, eager, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # Second derivatives: the written-out gradient, with its graph, not the kernel.
+    calls.clear()
+    sampled = differentiable_topk(scores, candidates, 12, mode="hard")
+    (grad,) = torch.autograd.grad((sampled * candidates[..., :12, :]).sum(), [scores],
+                                  create_graph=True)
+    grad.square().sum().backward()
+    assert calls == [] and candidates.grad is not None
+
+
+def test_a_straight_through_kernel_failure_takes_the_written_out_gradient(monkeypatch):
+    from filterformer.functional import differentiable_topk
+
+    scores = torch.randn(2, 3, 40, requires_grad=True)
+    candidates = torch.randn(2, 3, 40, 24)
+    sampled = differentiable_topk(scores, candidates, 12, mode="hard")
+    grad = torch.randn_like(sampled)
+    (expected,) = torch.autograd.grad(sampled, [scores], grad, retain_graph=True)
+    switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+
+    def broken():
+        raise FakeTritonError("out of resources")
+
+    monkeypatch.setattr(samsa_triton_module, "_straight_through_kernel", broken)
+    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+        (found,) = torch.autograd.grad(sampled, [scores], grad)
+    assert switch.failed
+    torch.testing.assert_close(found, expected)

@@ -6,6 +6,7 @@ METHODS.md §4.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -27,11 +28,13 @@ from ..functional import (
 from ..functional.samsa_triton import (
     SAMSA_TRITON_MAX_HEAD_DIM,
     samsa_candidate_scores,
+    samsa_gathered_candidates,
     samsa_sampled_attention,
     samsa_scores_triton_applies,
     samsa_triton_applies,
 )
 from ..functional.samsa_triton import SWITCH as SAMSA_KERNELS
+from ..functional.triton_support import KERNEL_DTYPES
 from ..optim import exclude_from_weight_decay
 from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
@@ -258,12 +261,15 @@ class SamplingAttention(AttentionBase):
         """Keys and values side by side ``(B, h, m, 2d)`` gathered from every token's k and v."""
         return lambda index: torch.cat([gather_rows(k, index), gather_rows(v, index)], dim=-1)
 
-    def _candidate_rows(self, tokens: TokenRows, length: int, like: Tensor) -> CandidateRows:
+    def _candidate_rows(self, tokens: TokenRows, length: int, like: Tensor,
+                        support_rows: Tensor | None = None) -> CandidateRows:
         """The candidates, tokens then supports, as a function of indices ``(B, h, m)`` ->
         keys and values side by side ``(B, h, m, 2d)``: each row is gathered from where it lives
-        (the ``length`` tokens' rows by ``tokens``, or the support tokens, cast to ``like``'s
-        dtype), so no ``(B, h, N + 2k, 2d)`` copy is made."""
-        support = self.support_rows.to(like.dtype).expand(like.shape[0], -1, -1, -1)
+        (the ``length`` tokens' rows by ``tokens``, or the support tokens (``support_rows``,
+        this layer's when None), cast to ``like``'s dtype), so no ``(B, h, N + 2k, 2d)`` copy is
+        made."""
+        support_rows = self.support_rows if support_rows is None else support_rows
+        support = support_rows.to(like.dtype).expand(like.shape[0], -1, -1, -1)
 
         def rows(index: Tensor) -> Tensor:
             supports = gather_rows(support, (index - length).clamp(min=0))
@@ -274,15 +280,40 @@ class SamplingAttention(AttentionBase):
 
         return rows
 
+    def _gathered_candidates(self, q: Tensor, k: Tensor, v: Tensor) -> CandidateRows:
+        """The candidates from every token's keys ``k`` and values ``v`` ``(B, h, N, d)`` and the
+        supports: on CUDA one Triton launch gathers them and one scatters their gradient back
+        (:func:`~filterformer.functional.samsa_triton.samsa_gathered_candidates`), elsewhere
+        (and after a kernel failure) torch operations do."""
+        length = k.shape[-2]
+
+        def eager(keys: Tensor, values: Tensor, support_rows: Tensor, index: Tensor) -> Tensor:
+            tokens = self._gathered_rows(keys, values)
+            return self._candidate_rows(tokens, length, q, support_rows)(index)
+
+        if length == 0 or not (SAMSA_KERNELS.allows(q) and k.dtype in KERNEL_DTYPES
+                               and v.dtype in KERNEL_DTYPES):
+            return partial(eager, k, v, self.support_rows)
+
+        def rows(index: Tensor) -> Tensor:
+            return SAMSA_KERNELS.run(
+                lambda: samsa_gathered_candidates(k, v, self.support_rows, index, q.dtype, eager),
+                lambda: eager(k, v, self.support_rows, index),
+            )
+
+        return rows
+
     def attend(
         self, q: Tensor, k: Tensor | None, v: Tensor | None, inputs: AttentionInputs
     ) -> Tensor:
         scores = self.candidate_scores(inputs, noise=self.training or self.eval_noise)
         if k is None:  # only the sampled tokens' keys and values are projected
             tokens = self._projected_rows(inputs.x)
-            return self._attend_sampled(q, tokens, inputs.x.shape[-2], scores)
-        def gathered() -> Tensor:  # the eager path, and the kernel's fallback
-            return self._attend_sampled(q, self._gathered_rows(k, v), k.shape[-2], scores)
+            return self._attend_sampled(
+                q, self._candidate_rows(tokens, inputs.x.shape[-2], q), scores)
+
+        def gathered() -> Tensor:  # the path without the evaluation kernel, and its fallback
+            return self._attend_sampled(q, self._gathered_candidates(q, k, v), scores)
 
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
                 q, k, v, scores, self.support_rows):
@@ -295,10 +326,9 @@ class SamplingAttention(AttentionBase):
             )
         return gathered()
 
-    def _attend_sampled(self, q: Tensor, tokens: TokenRows, length: int, scores: Tensor) -> Tensor:
-        """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)``, the
-        ``length`` tokens' rows given by ``tokens`` (the path without the evaluation kernel)."""
-        candidates = self._candidate_rows(tokens, length, q)
+    def _attend_sampled(self, q: Tensor, candidates: CandidateRows, scores: Tensor) -> Tensor:
+        """Attention to the k candidates sampled by ``scores`` ``(B, h, N + 2k)`` (the path
+        without the evaluation kernel)."""
         if self.mode == "hard" and not self.training:
             sampled = topk_gather(scores, candidates, self.num_samples)
         else:

@@ -122,3 +122,122 @@ def samsa_candidate_scores(
             scores = tl.where(real[:, None], scores, lowest)
         tl.store(out_base + heads[None, :] * soh + rows[:, None], scores,
                  mask=inside[:, None] & head_valid[None, :])
+
+
+@triton.jit
+def samsa_gather_candidates(
+    K_, V_, SUPPORT, INDEX, OUT,
+    H, N, M, D, DV,
+    skb, skh, skn, svb, svh, svn, ssh, ssn, sib, sih, sob, soh, son,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """Per (sample, head) and block of M indices: the candidates' keys then values side by side,
+    each row a token's (index below N) or a support token's (index − N; SUPPORT's rows hold a
+    key then a value), in OUT's dtype."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    valid = rows < M
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_v = tl.arange(0, BLOCK_DV)
+    dmask = offs_d < D
+    vmask = offs_v < DV
+    index = tl.load(INDEX + b * sib + hh * sih + rows, mask=valid, other=0)
+    support = SUPPORT + hh * ssh
+    keys = _rows(K_ + b * skb + hh * skh, support, index, valid, N, skn, ssn, offs_d, dmask)
+    values = _rows(V_ + b * svb + hh * svh, support + D, index, valid, N, svn, ssn, offs_v,
+                   vmask)
+    out = OUT + b * sob + hh * soh + rows[:, None].to(tl.int64) * son
+    tl.store(out + offs_d[None, :], keys.to(OUT.dtype.element_ty),
+             mask=valid[:, None] & dmask[None, :])
+    tl.store(out + D + offs_v[None, :], values.to(OUT.dtype.element_ty),
+             mask=valid[:, None] & vmask[None, :])
+
+
+@triton.jit
+def samsa_scatter_candidates(
+    GRAD, INDEX, DK, DV_, DSUPPORT,
+    H, N, M, D, DV,
+    sgb, sgh, sgn, sib, sih, sdkb, sdkh, sdkn, sdvb, sdvh, sdvn, sdsh, sdsn,
+    BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    """The gather's gradient: each candidate row's gradient stored at its token's row of DK
+    and DV (the indices of one (sample, head) are distinct) or added to its support token's
+    row of DSUPPORT (float32; the samples share the supports)."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    valid = rows < M
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_v = tl.arange(0, BLOCK_DV)
+    dmask = offs_d < D
+    vmask = offs_v < DV
+    index = tl.load(INDEX + b * sib + hh * sih + rows, mask=valid, other=0)
+    is_token = index < N
+    token = tl.where(is_token, index, 0).to(tl.int64)
+    support = tl.where(is_token, 0, index - N).to(tl.int64)
+    grad = GRAD + b * sgb + hh * sgh + rows[:, None].to(tl.int64) * sgn
+    key_mask = valid[:, None] & dmask[None, :]
+    value_mask = valid[:, None] & vmask[None, :]
+    grad_keys = tl.load(grad + offs_d[None, :], mask=key_mask, other=0.0).to(tl.float32)
+    grad_values = tl.load(grad + D + offs_v[None, :], mask=value_mask, other=0.0).to(tl.float32)
+    tl.store(DK + b * sdkb + hh * sdkh + token[:, None] * sdkn + offs_d[None, :],
+             grad_keys.to(DK.dtype.element_ty), mask=key_mask & is_token[:, None])
+    tl.store(DV_ + b * sdvb + hh * sdvh + token[:, None] * sdvn + offs_v[None, :],
+             grad_values.to(DV_.dtype.element_ty), mask=value_mask & is_token[:, None])
+    support_rows = DSUPPORT + hh * sdsh + support[:, None] * sdsn
+    tl.atomic_add(support_rows + offs_d[None, :], grad_keys, mask=key_mask & ~is_token[:, None])
+    tl.atomic_add(support_rows + D + offs_v[None, :], grad_values,
+                  mask=value_mask & ~is_token[:, None])
+
+
+@triton.jit
+def _bounded(z):
+    """Scores within ±1e30: their differences stay finite (padding's are float32's lowest)."""
+    return tl.minimum(tl.maximum(z, -1.0e30), 1.0e30)
+
+
+@triton.jit
+def samsa_straight_through_scores(
+    G, XT, XB, Z, DZ,
+    H, K, C, scale, inverse_temperature,
+    sgb, sgh, sgn, stb, sth, stn, sbb, sbh, sbn, szb, szh, sdb, sdh,
+    BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Per (sample, head) and block of chosen rows m: the hard sample's straight-through
+    gradient to the scores, ``dS[m, v] = (G[m]·X_top[m] − G[m]·X_bot[v]) · P(1 − P) · scale``
+    with ``P = sigmoid((z_top[m] − z_bot[v]) / τ)``: ``Σ_v dS`` stored at DZ[m] and ``−Σ_m dS``
+    added to DZ[K + v] (zeros before the launch; the row blocks share them)."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_valid = rows < K
+    offs = tl.arange(0, BLOCK_C)
+    features = offs < C
+    g = tile(G + b * sgb + hh * sgh, rows, sgn, offs, row_valid[:, None] & features[None, :])
+    x_top = tile(XT + b * stb + hh * sth, rows, stn, offs, row_valid[:, None] & features[None, :])
+    along_top = tl.sum(g * x_top, axis=1)
+    z_base = Z + b * szb + hh * szh
+    z_top = _bounded(tl.load(z_base + rows, mask=row_valid, other=0.0).to(tl.float32))
+    out = DZ + b * sdb + hh * sdh
+    total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    for start in range(0, K, BLOCK_V):
+        cols = start + tl.arange(0, BLOCK_V)
+        col_valid = cols < K
+        x_bot = tile(XB + b * sbb + hh * sbh, cols, sbn, offs,
+                     col_valid[:, None] & features[None, :])
+        along_bot = dot(g, tl.trans(x_bot), 0)
+        z_bot = _bounded(tl.load(z_base + K + cols, mask=col_valid, other=0.0).to(tl.float32))
+        # Beyond ±80 the sigmoid is 0 or 1 to float32's precision: bounding the logit (and the
+        # scores, padding's lowest among them) keeps exp and the difference finite.
+        logit = tl.minimum(tl.maximum((z_top[:, None] - z_bot[None, :]) * inverse_temperature,
+                                      -80.0), 80.0)
+        prob = 1.0 / (1.0 + tl.exp(-logit))
+        d_logit = (along_top[:, None] - along_bot) * prob * (1.0 - prob) * scale
+        d_logit = tl.where(row_valid[:, None] & col_valid[None, :], d_logit, 0.0)
+        total += tl.sum(d_logit, axis=1)
+        tl.atomic_add(out + K + cols, -tl.sum(d_logit, axis=0), mask=col_valid)
+    tl.store(out + rows, total, mask=row_valid)

@@ -36,7 +36,14 @@ from .polynomials import (
     check_jacobi_parameters,
     jacobi_step,
 )
-from .triton_support import KernelSwitch, block_width, dot_kind, launch
+from .triton_support import (
+    KernelSwitch,
+    block_width,
+    dot_kind,
+    launch,
+    leading_strides,
+    unit_last_stride,
+)
 
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
@@ -136,12 +143,6 @@ def _mask_argument(mask: Tensor | None, like: Tensor) -> Tensor:
     return mask.to(torch.int8).contiguous()
 
 
-def _strides(x: Tensor) -> tuple[int, int, int]:
-    return x.stride(0), x.stride(1), x.stride(2)
-
-
-def _unit_last(x: Tensor) -> Tensor:
-    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 def _heads_last_empty(like: Tensor, width: int, dtype: torch.dtype) -> Tensor:
@@ -260,7 +261,7 @@ class _AGFLayer(torch.autograd.Function):
             keys_fwd, geo.grid(),
             k, v, mask_arg, maxima, sums, context, gram_k,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
-            *_strides(k), *_strides(v), mask_arg.stride(0) if has_mask else 0,
+            *leading_strides(k), *leading_strides(v), mask_arg.stride(0) if has_mask else 0,
             HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind, **geo.meta("keys_forward"),
         )
         top, inverse, merged, gram_k = _merge_keys(
@@ -277,7 +278,7 @@ class _AGFLayer(torch.autograd.Function):
             queries_fwd, geo.grid(),
             q, logits, merged, theta32, rec32, out, gram_u, mask_arg,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
-            *_strides(q), *_strides(logits), *_strides_of_heads_last(out),
+            *leading_strides(q), *leading_strides(logits), *_strides_of_heads_last(out),
             mask_arg.stride(0) if has_mask else 0,
             K=theta.numel() - 1, HAS_MASK=has_mask, GRAM=orthogonality, DOT_KIND=kind,
             **geo.meta("queries_forward"),
@@ -319,7 +320,7 @@ class _AGFLayer(torch.autograd.Function):
         P, T = geo.programs, geo.splits
         has_mask = mask is not None
         mask_arg = _mask_argument(mask, q)
-        grad_out = _unit_last(grad_out)
+        grad_out = unit_last_stride(grad_out)
         ortho = ctx.orthogonality and grad_reg is not None
         if ortho:
             weights_u, weights_k = _orthogonality_weights(gram_u, gram_k, grad_reg)
@@ -336,8 +337,9 @@ class _AGFLayer(torch.autograd.Function):
             q, logits, merged, theta32, rec32, grad_out, weights_u, mask_arg,
             grad_q, grad_logits, grad_context, grad_theta,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
-            *_strides(q), *_strides(logits), *_strides(grad_out), *_strides(grad_q),
-            *_strides(grad_logits), mask_arg.stride(0) if has_mask else 0,
+            *leading_strides(q), *leading_strides(logits), *leading_strides(grad_out),
+            *leading_strides(grad_q),
+            *leading_strides(grad_logits), mask_arg.stride(0) if has_mask else 0,
             K=K, BLOCK_K=block_k, HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind,
             **geo.meta("queries_backward"),
         )
@@ -353,7 +355,8 @@ class _AGFLayer(torch.autograd.Function):
             k, v, mask_arg, top, inverse, grad_context, correction.contiguous(), weights_k,
             grad_k, grad_v,
             geo.heads, geo.length, geo.dim, geo.dim_v, geo.chunk,
-            *_strides(k), *_strides(v), *_strides(grad_k), *_strides(grad_v),
+            *leading_strides(k), *leading_strides(v), *leading_strides(grad_k),
+            *leading_strides(grad_v),
             mask_arg.stride(0) if has_mask else 0,
             HAS_MASK=has_mask, GRAM=ortho, DOT_KIND=ctx.dot_kind,
             **geo.meta("keys_backward"),
@@ -439,7 +442,7 @@ def agf_triton_layer(
                          f"{sorted(map(str, dtypes))}")
     mask = check_key_padding_mask(key_padding_mask, q.shape[0], q.shape[-2])
     recursion = _device_recursion(theta.numel() - 1, basis, float(a), float(b), q.device)
-    q, k, v, singular_logits = (_unit_last(x) for x in (q, k, v, singular_logits))
+    q, k, v, singular_logits = (unit_last_stride(x) for x in (q, k, v, singular_logits))
     out, reg = _AGFLayer.apply(
         q, k, v, singular_logits, theta, mask, recursion, bool(orthogonality), products_dtype,
         basis, a, b,

@@ -23,7 +23,14 @@ import functools
 import torch
 from torch import Tensor
 
-from .triton_support import KERNEL_DTYPES, KernelSwitch, block_width, launch
+from .triton_support import (
+    KERNEL_DTYPES,
+    KernelSwitch,
+    block_width,
+    launch,
+    leading_strides,
+    unit_last_stride,
+)
 
 __all__ = ["GFSA_TRITON_MAX_HEAD_DIM", "SWITCH", "gfsa_triton_applies", "gfsa_triton_combine"]
 
@@ -59,12 +66,6 @@ def gfsa_triton_applies(values: Tensor, first: Tensor, last: Tensor, *coefficien
     )
 
 
-def _unit_last(x: Tensor) -> Tensor:
-    return x if x.stride(-1) == 1 else x.contiguous()
-
-
-def _strides(x: Tensor) -> tuple[int, int, int]:
-    return x.stride(0), x.stride(1), x.stride(2)
 
 
 def _layout(x: Tensor) -> tuple[int, int, tuple[int, int]]:
@@ -81,7 +82,7 @@ class _Combination(torch.autograd.Function):
         forward_kernel, _ = _kernels()
         ctx.save_for_backward(values, first, last, w0, w1, wK)
         ctx.factors = (first_factor, last_factor)
-        values, first, last = (_unit_last(t) for t in (values, first, last))
+        values, first, last = (unit_last_stride(t) for t in (values, first, last))
         w0, w1, wK = (w.detach().contiguous() for w in (w0, w1, wK))
         batch, heads, length, dim = values.shape
         # (B, N, h, d) memory seen as (B, h, N, d): merging the heads afterwards is a view.
@@ -93,7 +94,7 @@ class _Combination(torch.autograd.Function):
                 forward_kernel, grid,
                 values, first, last, w0, w1, wK, out,
                 heads, length, dim, first_factor, last_factor,
-                *_strides(values), *_strides(first), *_strides(last), *_strides(out),
+                *(stride for t in (values, first, last, out) for stride in leading_strides(t)),
                 BLOCK_N=block_n, BLOCK_D=block_d,
             )
         return out
@@ -111,10 +112,10 @@ class _Combination(torch.autograd.Function):
 def _kernel_backward(ctx, grad_out):
     _, backward_kernel = _kernels()
     saved = ctx.saved_tensors
-    values, first, last = (_unit_last(t) for t in saved[:3])
+    values, first, last = (unit_last_stride(t) for t in saved[:3])
     w0, w1, wK = (w.detach().contiguous() for w in saved[3:])
     first_factor, last_factor = ctx.factors
-    grad_out = _unit_last(grad_out)
+    grad_out = unit_last_stride(grad_out)
     batch, heads, length, dim = values.shape
     block_n, block_d, grid = _layout(values)
     blocks = grid[1]
@@ -125,8 +126,8 @@ def _kernel_backward(ctx, grad_out):
             backward_kernel, grid,
             values, first, last, w0, w1, wK, grad_out, *grads, partial,
             heads, length, dim, first_factor, last_factor, blocks, partial.stride(0),
-            *_strides(values), *_strides(first), *_strides(last), *_strides(grad_out),
-            *(stride for grad in grads for stride in _strides(grad)),
+            *(stride for t in (values, first, last, grad_out, *grads)
+              for stride in leading_strides(t)),
             BLOCK_N=block_n, BLOCK_D=block_d,
         )
     coefficients = partial.sum(dim=(1, 3))

@@ -26,6 +26,8 @@ from torch import Tensor
 from ..checks import check_integer
 from .coefficient_dtype import as_terms_dtype, terms_dtype
 from .fused import fused
+from .samsa_triton import SWITCH as SAMSA_KERNELS
+from .samsa_triton import straight_through_kernel_applies, straight_through_score_gradient
 
 __all__ = [
     "SAMPLING_MODES",
@@ -238,10 +240,25 @@ class _StraightThroughSample(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor, None]:
         x_top, x_bot, z = ctx.saved_tensors
-        k, wide, tau = x_top.shape[-2], z.dtype, ctx.temperature
-        g = grad.to(wide)  # G·X in float32 at least: half-precision products overflow
-        along_top = (g * x_top.to(wide)).sum(-1, keepdim=True)  # (..., k, 1): G[m]·X_top[m]
-        along_bot = g @ x_bot.to(wide).transpose(-1, -2)  # (..., k, k): G[m]·X_bot[v]
-        prob = _pair_probabilities(z[..., :k], z[..., k:], tau)
-        d_logit = (along_top - along_bot) * prob * (1 - prob) / (k * tau)
-        return grad, None, torch.cat([d_logit.sum(-1), -d_logit.sum(-2)], dim=-1), None
+        tau = ctx.temperature
+        if straight_through_kernel_applies(grad, x_top, x_bot, z):  # CUDA: one launch
+            scores_grad = SAMSA_KERNELS.run(
+                lambda: straight_through_score_gradient(grad, x_top, x_bot, z, tau),
+                lambda: _straight_through_scores(grad, x_top, x_bot, z, tau),
+            )
+        else:
+            scores_grad = _straight_through_scores(grad, x_top, x_bot, z, tau)
+        return grad, None, scores_grad, None
+
+
+def _straight_through_scores(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor,
+                             tau: float) -> Tensor:
+    """:class:`_StraightThroughSample`'s gradient to the scores by torch operations (with a
+    graph under ``create_graph``)."""
+    k, wide = x_top.shape[-2], z.dtype
+    g = grad.to(wide)  # G·X in float32 at least: half-precision products overflow
+    along_top = (g * x_top.to(wide)).sum(-1, keepdim=True)  # (..., k, 1): G[m]·X_top[m]
+    along_bot = g @ x_bot.to(wide).transpose(-1, -2)  # (..., k, k): G[m]·X_bot[v]
+    prob = _pair_probabilities(z[..., :k], z[..., k:], tau)
+    d_logit = (along_top - along_bot) * prob * (1 - prob) / (k * tau)
+    return torch.cat([d_logit.sum(-1), -d_logit.sum(-2)], dim=-1)

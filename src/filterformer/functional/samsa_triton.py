@@ -19,11 +19,20 @@ support scores; :func:`samsa_candidate_scores` is one launch, in float32 through
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from .triton_support import KernelSwitch, block_width, dot_kind, launch
+from .triton_support import (
+    KERNEL_DTYPES,
+    KernelSwitch,
+    block_width,
+    dot_kind,
+    launch,
+    leading_strides,
+    unit_last_stride,
+)
 
 __all__ = [
     "SAMSA_TRITON_MAX_HEADS",
@@ -47,6 +56,20 @@ def _kernel():
     from ._samsa_triton_kernels import samsa_sampled_attention as kernel
 
     return kernel
+
+
+@functools.cache
+def _gather_kernels():
+    from ._samsa_triton_kernels import samsa_gather_candidates, samsa_scatter_candidates
+
+    return samsa_gather_candidates, samsa_scatter_candidates
+
+
+@functools.cache
+def _straight_through_kernel():
+    from ._samsa_triton_kernels import samsa_straight_through_scores
+
+    return samsa_straight_through_scores
 
 
 @functools.cache
@@ -133,8 +156,7 @@ def samsa_sampled_attention(
         raise ValueError(f"head widths above {SAMSA_TRITON_MAX_HEAD_DIM} are not supported; got "
                          f"d={dim}, d_v={dim_v}")
     q, k, v, support_keys, support_values, index = (
-        x if x.stride(-1) == 1 else x.contiguous()
-        for x in (q, k, v, support_keys, support_values, index)
+        unit_last_stride(x) for x in (q, k, v, support_keys, support_values, index)
     )
     out = torch.empty(batch, length, heads, dim_v, dtype=q.dtype, device=q.device).transpose(1, 2)
     if length == 0:
@@ -206,8 +228,7 @@ def samsa_candidate_scores(
     if batch == 0:
         return out
     x, hidden, norm_weight, head_weight, support_scores = (
-        t if t.stride(-1) == 1 else t.contiguous()
-        for t in (x, hidden, norm_weight, head_weight, support_scores)
+        unit_last_stride(t) for t in (x, hidden, norm_weight, head_weight, support_scores)
     )
     head_bias = None if head_bias is None else head_bias.contiguous()
     mask = None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
@@ -225,4 +246,165 @@ def samsa_candidate_scores(
         HAS_BIAS=head_bias is not None, HAS_MASK=mask is not None,
         BLOCK_N=block_n, BLOCK_D=64, BLOCK_H=block_width(heads), BLOCK_S=128,
     )
+    return out
+
+
+#: ``eager(k, v, support_rows, index)``: the candidates' rows by torch operations, with a graph.
+EagerCandidates = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+class _GatheredCandidates(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, k, v, support_rows, index, dtype, eager):
+        gather, _ = _gather_kernels()
+        ctx.save_for_backward(k, v, support_rows, index)
+        ctx.eager = eager
+        k, v, support_rows, index = (unit_last_stride(t) for t in (k, v, support_rows, index))
+        batch, heads, length, dim = k.shape
+        dim_v, count = v.shape[-1], index.shape[-1]
+        out = torch.empty(batch, heads, count, dim + dim_v, dtype=dtype, device=k.device)
+        if out.numel():
+            launch(
+                gather, _gather_grid(batch, heads, count),
+                k, v, support_rows, index, out, heads, length, count, dim, dim_v,
+                *leading_strides(k), *leading_strides(v), support_rows.stride(0),
+                support_rows.stride(1),
+                index.stride(0), index.stride(1), *leading_strides(out),
+                BLOCK_M=_GATHER_BLOCK, BLOCK_D=block_width(dim), BLOCK_DV=block_width(dim_v),
+            )
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        if torch.is_grad_enabled():
+            # create_graph: the kernel's gradients have no graph of their own; the eager
+            # gather's have.
+            return _eager_gather_backward(ctx, grad)
+        return SWITCH.run(lambda: _kernel_gather_backward(ctx, grad),
+                          lambda: _eager_gather_backward(ctx, grad))
+
+
+_GATHER_BLOCK = 32
+
+
+def _gather_grid(batch: int, heads: int, count: int) -> tuple[int, int]:
+    return batch * heads, -(-count // _GATHER_BLOCK)
+
+
+
+
+def _kernel_gather_backward(ctx, grad):
+    _, scatter = _gather_kernels()
+    k, v, support_rows, index = ctx.saved_tensors
+    grad, index = unit_last_stride(grad), unit_last_stride(index)
+    batch, heads, length, dim = k.shape
+    dim_v, count = v.shape[-1], index.shape[-1]
+    grad_k = torch.zeros(k.shape, dtype=k.dtype, device=k.device)
+    grad_v = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+    grad_support = torch.zeros(support_rows.shape, dtype=torch.float32, device=k.device)
+    if grad.numel():
+        launch(
+            scatter, _gather_grid(batch, heads, count),
+            grad, index, grad_k, grad_v, grad_support, heads, length, count, dim, dim_v,
+            *leading_strides(grad), index.stride(0), index.stride(1), *leading_strides(grad_k),
+            *leading_strides(grad_v), grad_support.stride(0), grad_support.stride(1),
+            BLOCK_M=_GATHER_BLOCK, BLOCK_D=block_width(dim), BLOCK_DV=block_width(dim_v),
+        )
+    return grad_k, grad_v, grad_support.to(support_rows.dtype), None, None, None
+
+
+def _eager_gather_backward(ctx, grad):
+    """The gradients through the eager gather: after a kernel failure in the backward pass, and
+    for ``create_graph`` (then of the saved inputs themselves, so that they have a graph)."""
+    saved = ctx.saved_tensors
+    create_graph = torch.is_grad_enabled()
+    with torch.enable_grad():
+        leaves = list(saved[:3]) if create_graph else [
+            x.detach().requires_grad_() for x in saved[:3]]
+        rows = ctx.eager(*leaves, saved[3])
+        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
+        found = torch.autograd.grad(rows, [leaves[i] for i in wanted], grad.to(rows.dtype),
+                                    allow_unused=True, create_graph=create_graph)
+    result: list[Tensor | None] = [None] * 3
+    for position, found_grad in zip(wanted, found, strict=True):
+        result[position] = found_grad
+    return *result, None, None, None
+
+
+def samsa_gathered_candidates(
+    k: Tensor, v: Tensor, support_rows: Tensor, index: Tensor, dtype: torch.dtype,
+    eager: EagerCandidates,
+) -> Tensor:
+    """The candidates at ``index``, keys and values side by side, gathered by one launch, with a
+    gradient scattered back by one more (SAMSA's training).
+
+    Candidate ``i < N`` is token i (its rows of ``k`` and ``v``), candidate ``N + j`` support
+    token j (row j of ``support_rows``: its key, then its value).
+
+    Args:
+        k: ``(B, h, N, d)``; v: ``(B, h, N, d_v)``: the tokens' keys and values.
+        support_rows: ``(h, M, d + d_v)``.
+        index: ``(B, h, m)`` integer candidates in ``[0, N + M)``, distinct within each
+            (sample, head) (a top-k's indices): a token's gradient is stored, not added.
+        dtype: the rows' dtype.
+        eager: the same rows by torch operations, ``eager(k, v, support_rows, index)``: the
+            backward pass's path for ``create_graph`` and after a kernel failure.
+
+    Returns:
+        ``(B, h, m, d + d_v)`` in ``dtype``.
+    """
+    return _GatheredCandidates.apply(k, v, support_rows, index, dtype, eager)
+
+
+#: The widest rows (a key and a value side by side) the straight-through kernel takes.
+STRAIGHT_THROUGH_MAX_WIDTH = 256
+
+
+def straight_through_kernel_applies(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor
+                                    ) -> bool:
+    """Whether :func:`straight_through_score_gradient` takes these: where the kernels' switch
+    allows ``grad`` (CUDA), ``(B, h, k, C)`` rows no wider than
+    :data:`STRAIGHT_THROUGH_MAX_WIDTH` in the kernels' dtypes, and float32 scores ``(B, h, 2k)``
+    (float64 stays eager), outside a ``create_graph`` backward."""
+    return (
+        SWITCH.allows(grad)
+        and not torch.is_grad_enabled()
+        and grad.dim() == 4 and grad.shape == x_top.shape == x_bot.shape
+        and grad.shape[-1] <= STRAIGHT_THROUGH_MAX_WIDTH
+        and x_top.dtype in KERNEL_DTYPES and x_bot.dtype in KERNEL_DTYPES
+        and z.dtype == torch.float32 and z.shape == (*grad.shape[:2], 2 * grad.shape[2])
+        and z.device == grad.device
+    )
+
+
+def straight_through_score_gradient(
+    grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float
+) -> Tensor:
+    """The hard sample's gradient to its scores (see
+    :func:`~filterformer.functional.sampling.differentiable_topk`'s hard mode) in one launch
+    after a zero fill, never forming the ``(k, k)`` matrices.
+
+    Args:
+        grad: ``(B, h, k, C)`` the sample's gradient.
+        x_top: ``(B, h, k, C)`` the chosen rows; x_bot: ``(B, h, k, C)`` the runners-up.
+        z: ``(B, h, 2k)`` float32 scores, the chosen then the runners-up.
+        temperature: τ.
+
+    Returns:
+        ``(B, h, 2k)`` float32: ``Σ_v dS[m, v]`` for the chosen, ``−Σ_m dS[m, v]`` for the
+        runners-up.
+    """
+    grad, x_top, x_bot, z = (unit_last_stride(t) for t in (grad, x_top, x_bot, z))
+    batch, heads, count, width = grad.shape
+    out = torch.zeros(batch, heads, 2 * count, dtype=torch.float32, device=grad.device)
+    if out.numel():
+        block = 32
+        launch(
+            _straight_through_kernel(), (batch * heads, -(-count // block)),
+            grad, x_top, x_bot, z, out, heads, count, width,
+            1.0 / (count * temperature), 1.0 / temperature,
+            *leading_strides(grad), *leading_strides(x_top), *leading_strides(x_bot),
+            z.stride(0), z.stride(1), out.stride(0), out.stride(1),
+            BLOCK_M=block, BLOCK_V=block, BLOCK_C=block_width(width),
+        )
     return out

@@ -34,7 +34,9 @@ __all__ = [
     "interpreted",
     "is_triton_error",
     "launch",
+    "leading_strides",
     "triton_available",
+    "unit_last_stride",
 ]
 
 
@@ -53,6 +55,17 @@ def block_width(n: int) -> int:
     """The block covering ``n`` features: the next power of two, at least 16 (``tl.dot``'s
     smallest)."""
     return max(16, 1 << (max(n, 1) - 1).bit_length())
+
+
+def unit_last_stride(x: Tensor) -> Tensor:
+    """``x`` itself where its last axis has unit stride (the kernels' loads assume it), else a
+    contiguous copy."""
+    return x if x.stride(-1) == 1 else x.contiguous()
+
+
+def leading_strides(x: Tensor) -> tuple[int, int, int]:
+    """The strides of a ``(B, h, N, ·)`` tensor's first three axes, as the kernels take them."""
+    return x.stride(0), x.stride(1), x.stride(2)
 
 
 def interpreted() -> bool:
