@@ -14,7 +14,7 @@ from filterformer.functional import gfsa_triton as gfsa_triton_module
 from filterformer.functional.gfsa_triton import gfsa_triton_applies, gfsa_triton_combine
 
 from ..operations import OperationCounts
-from .triton_interpreter import FakeTritonError, allow_kernels, interpreter_only
+from .triton_interpreter import allow_kernels, fail_to_launch, interpreter_only
 
 pytestmark = interpreter_only
 #: The module (``filterformer.functional.gfsa`` names the function).
@@ -172,10 +172,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
     expected = _gradients(eager, leaves, grad)
     switch = allow_kernels(monkeypatch, gfsa_triton_module.SWITCH)
 
-    def broken():
-        raise FakeTritonError("out of resources")
-
-    monkeypatch.setattr(gfsa_triton_module, "_kernels", broken)
+    monkeypatch.setattr(gfsa_triton_module, "_kernels", fail_to_launch)
     with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"):
         fallen_back = gfsa(*leaves, K=3, key_padding_mask=mask)
     assert switch.failed
@@ -194,10 +191,7 @@ def test_a_failure_in_the_backward_kernel_takes_the_eager_gradients(monkeypatch)
     forward_kernel, _ = gfsa_triton_module._kernels()
 
     def backward_broken():
-        def failing(*args, **kwargs):
-            raise FakeTritonError("out of resources")
-
-        return forward_kernel, failing
+        return forward_kernel, fail_to_launch
 
     monkeypatch.setattr(gfsa_triton_module, "_kernels", backward_broken)
     with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"):

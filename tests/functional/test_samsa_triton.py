@@ -10,7 +10,7 @@ from filterformer.attention import build_attention
 from filterformer.functional import samsa_triton as samsa_triton_module
 from filterformer.functional.samsa_triton import samsa_sampled_attention
 
-from .triton_interpreter import FakeTritonError, allow_kernels, interpreter_only
+from .triton_interpreter import allow_kernels, fail_to_launch, interpreter_only
 
 pytestmark = interpreter_only
 
@@ -110,16 +110,14 @@ def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
     torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
 
 
-def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
+@pytest.mark.parametrize("kernel", ["_kernel", "_scores_kernel"])  # attention, scores
+def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch, kernel):
     layer, x, mask = _layer_and_inputs()
     with torch.no_grad():
         eager = layer(x, padding_mask=mask)
         switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
-        def broken():
-            raise FakeTritonError("out of resources")
-
-        monkeypatch.setattr(samsa_triton_module, "_kernel", broken)
+        monkeypatch.setattr(samsa_triton_module, kernel, fail_to_launch)
         with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
             fallen_back = layer(x, padding_mask=mask)
     assert switch.failed
@@ -231,22 +229,6 @@ def test_scores_need_the_eager_path_with_noise_or_gradients(monkeypatch):
     assert calls == []
 
 
-def test_a_score_kernel_failure_warns_once_and_falls_back(monkeypatch):
-    layer, x, mask = _layer_and_inputs()
-    with torch.no_grad():
-        eager = layer(x, padding_mask=mask)
-        switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
-
-        def broken():
-            raise FakeTritonError("out of resources")
-
-        monkeypatch.setattr(samsa_triton_module, "_scores_kernel", broken)
-        with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-            fallen_back = layer(x, padding_mask=mask)
-    assert switch.failed
-    torch.testing.assert_close(fallen_back, eager)
-
-
 def eager_candidates(k, v, support_rows, index):
     """The candidates at ``index`` by torch operations: tokens' keys and values, then the
     supports' rows."""
@@ -333,10 +315,7 @@ def test_a_failure_of_the_scatter_kernel_takes_the_eager_gradients(monkeypatch):
     gather, _ = samsa_triton_module._gather_kernels()
 
     def scatter_broken():
-        def failing(*args, **kwargs):
-            raise FakeTritonError("out of resources")
-
-        return gather, failing
+        return gather, fail_to_launch
 
     monkeypatch.setattr(samsa_triton_module, "_gather_kernels", scatter_broken)
     with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
@@ -405,10 +384,7 @@ def test_a_straight_through_kernel_failure_takes_the_written_out_gradient(monkey
     (expected,) = torch.autograd.grad(sampled, [scores], grad, retain_graph=True)
     switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
-    def broken():
-        raise FakeTritonError("out of resources")
-
-    monkeypatch.setattr(samsa_triton_module, "_straight_through_kernel", broken)
+    monkeypatch.setattr(samsa_triton_module, "_straight_through_kernel", fail_to_launch)
     with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
         (found,) = torch.autograd.grad(sampled, [scores], grad)
     assert switch.failed

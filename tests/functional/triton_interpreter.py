@@ -34,3 +34,8 @@ def allow_kernels(monkeypatch, switch):
     monkeypatch.setattr(switch, "failed", False)
     monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
     return switch
+
+
+def fail_to_launch(*args, **kwargs):
+    """A kernel (or a kernels' loader) that fails as Triton does when it cannot compile."""
+    raise FakeTritonError("out of resources")

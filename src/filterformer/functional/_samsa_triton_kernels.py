@@ -125,6 +125,23 @@ def samsa_candidate_scores(
 
 
 @triton.jit
+def _candidate_block(INDEX, H, M, D, DV, sib, sih, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
+                     BLOCK_DV: tl.constexpr):
+    """A gather program's sample b and head hh, its block of M candidate rows (and which are
+    valid), the feature offsets of keys and values (and which are inside D and DV), and the
+    rows' indices."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    valid = rows < M
+    offs_d = tl.arange(0, BLOCK_D)
+    offs_v = tl.arange(0, BLOCK_DV)
+    index = tl.load(INDEX + b * sib + hh * sih + rows, mask=valid, other=0)
+    return b, hh, rows, valid, offs_d, offs_v, offs_d < D, offs_v < DV, index
+
+
+@triton.jit
 def samsa_gather_candidates(
     K_, V_, SUPPORT, INDEX, OUT,
     H, N, M, D, DV,
@@ -134,16 +151,8 @@ def samsa_gather_candidates(
     """Per (sample, head) and block of M indices: the candidates' keys then values side by side,
     each row a token's (index below N) or a support token's (index − N; SUPPORT's rows hold a
     key then a value), in OUT's dtype."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    valid = rows < M
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
-    dmask = offs_d < D
-    vmask = offs_v < DV
-    index = tl.load(INDEX + b * sib + hh * sih + rows, mask=valid, other=0)
+    b, hh, rows, valid, offs_d, offs_v, dmask, vmask, index = _candidate_block(
+        INDEX, H, M, D, DV, sib, sih, BLOCK_M, BLOCK_D, BLOCK_DV)
     support = SUPPORT + hh * ssh
     keys = _rows(K_ + b * skb + hh * skh, support, index, valid, N, skn, ssn, offs_d, dmask)
     values = _rows(V_ + b * svb + hh * svh, support + D, index, valid, N, svn, ssn, offs_v,
@@ -165,16 +174,8 @@ def samsa_scatter_candidates(
     """The gather's gradient: each candidate row's gradient stored at its token's row of DK
     and DV (the indices of one (sample, head) are distinct) or added to its support token's
     row of DSUPPORT (float32; the samples share the supports)."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    valid = rows < M
-    offs_d = tl.arange(0, BLOCK_D)
-    offs_v = tl.arange(0, BLOCK_DV)
-    dmask = offs_d < D
-    vmask = offs_v < DV
-    index = tl.load(INDEX + b * sib + hh * sih + rows, mask=valid, other=0)
+    b, hh, rows, valid, offs_d, offs_v, dmask, vmask, index = _candidate_block(
+        INDEX, H, M, D, DV, sib, sih, BLOCK_M, BLOCK_D, BLOCK_DV)
     is_token = index < N
     token = tl.where(is_token, index, 0).to(tl.int64)
     support = tl.where(is_token, 0, index - N).to(tl.int64)

@@ -40,6 +40,7 @@ from .triton_support import (
     KernelSwitch,
     block_width,
     dot_kind,
+    eager_gradients,
     launch,
     leading_strides,
     unit_last_stride,
@@ -301,12 +302,8 @@ class _AGFLayer(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out, grad_reg):
         grad_out = grad_out.transpose(1, 2)  # the caller's (B, h, N, d_v) view of it
-        if torch.is_grad_enabled():
-            # create_graph: the kernels' gradients have no graph of their own; the eager
-            # layer's have, so second derivatives stay exact.
-            return _eager_backward(ctx, grad_out, grad_reg)
-        return SWITCH.run(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
-                          lambda: _eager_backward(ctx, grad_out, grad_reg))
+        return SWITCH.run_backward(lambda: _AGFLayer._backward(ctx, grad_out, grad_reg),
+                                   lambda: _eager_backward(ctx, grad_out, grad_reg))
 
     @staticmethod
     def _backward(ctx, grad_out, grad_reg):
@@ -366,27 +363,19 @@ class _AGFLayer(torch.autograd.Function):
 
 
 def _eager_backward(ctx, grad_out, grad_reg):
-    """The gradients through the eager layer: after a kernel failure in the backward pass, and
-    for ``create_graph`` (then of the saved inputs themselves, so that they have a graph)."""
+    """The gradients through the eager layer (``create_graph``, a kernel failure)."""
     from .agf import agf_layer
 
     saved = ctx.saved_tensors
     inputs, mask = [*saved[:4], saved[8]], saved[4]
-    create_graph = torch.is_grad_enabled()
-    with torch.enable_grad():
-        leaves = inputs if create_graph else [x.detach().requires_grad_() for x in inputs]
-        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
+    with_reg = grad_reg is not None and ctx.orthogonality
+
+    def layer(*leaves):
         out, reg = agf_layer.eager(*leaves, mask, **ctx.layer)
-        outputs, grads = [out], [grad_out]
-        if reg is not None and grad_reg is not None:
-            outputs.append(reg)
-            grads.append(grad_reg)
-        found = torch.autograd.grad(outputs, [leaves[i] for i in wanted], grads,
-                                    allow_unused=True, create_graph=create_graph)
-    result: list[Tensor | None] = [None] * len(leaves)
-    for index, grad in zip(wanted, found, strict=True):
-        result[index] = grad
-    return *result, *[None] * 7
+        return [out, reg] if with_reg else [out]
+
+    grads = [grad_out, grad_reg] if with_reg else [grad_out]
+    return *eager_gradients(inputs, layer, grads), *[None] * 7
 
 
 def agf_triton_layer(

@@ -27,6 +27,7 @@ from .triton_support import (
     KERNEL_DTYPES,
     KernelSwitch,
     block_width,
+    eager_gradients,
     launch,
     leading_strides,
     unit_last_stride,
@@ -101,12 +102,8 @@ class _Combination(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        if torch.is_grad_enabled():
-            # create_graph: the kernel's gradients have no graph of their own; the eager
-            # combination's have, so second derivatives stay exact.
-            return _eager_backward(ctx, grad_out)
-        return SWITCH.run(lambda: _kernel_backward(ctx, grad_out),
-                          lambda: _eager_backward(ctx, grad_out))
+        return SWITCH.run_backward(lambda: _kernel_backward(ctx, grad_out),
+                                   lambda: _eager_backward(ctx, grad_out))
 
 
 def _kernel_backward(ctx, grad_out):
@@ -136,23 +133,13 @@ def _kernel_backward(ctx, grad_out):
 
 
 def _eager_backward(ctx, grad_out):
-    """The gradients through the eager combination: after a kernel failure in the backward
-    pass, and for ``create_graph`` (then of the saved inputs themselves, so that they have a
-    graph)."""
+    """The gradients through the eager combination (``create_graph``, a kernel failure)."""
     from .gfsa import mix_terms_eagerly
 
-    saved = ctx.saved_tensors
-    create_graph = torch.is_grad_enabled()
-    with torch.enable_grad():
-        leaves = list(saved) if create_graph else [x.detach().requires_grad_() for x in saved]
-        out = mix_terms_eagerly(*leaves, *ctx.factors, grad_out.dtype)
-        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
-        found = torch.autograd.grad(out, [leaves[i] for i in wanted], grad_out,
-                                    allow_unused=True, create_graph=create_graph)
-    result: list[Tensor | None] = [None] * len(leaves)
-    for index, grad in zip(wanted, found, strict=True):
-        result[index] = grad
-    return *result, None, None, None
+    def combine(*inputs):
+        return mix_terms_eagerly(*inputs, *ctx.factors, grad_out.dtype)
+
+    return *eager_gradients(ctx.saved_tensors, combine, grad_out), None, None, None
 
 
 def gfsa_triton_combine(

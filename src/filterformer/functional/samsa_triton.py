@@ -29,6 +29,7 @@ from .triton_support import (
     KernelSwitch,
     block_width,
     dot_kind,
+    eager_gradients,
     launch,
     leading_strides,
     unit_last_stride,
@@ -276,12 +277,8 @@ class _GatheredCandidates(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        if torch.is_grad_enabled():
-            # create_graph: the kernel's gradients have no graph of their own; the eager
-            # gather's have.
-            return _eager_gather_backward(ctx, grad)
-        return SWITCH.run(lambda: _kernel_gather_backward(ctx, grad),
-                          lambda: _eager_gather_backward(ctx, grad))
+        return SWITCH.run_backward(lambda: _kernel_gather_backward(ctx, grad),
+                                   lambda: _eager_gather_backward(ctx, grad))
 
 
 _GATHER_BLOCK = 32
@@ -314,21 +311,10 @@ def _kernel_gather_backward(ctx, grad):
 
 
 def _eager_gather_backward(ctx, grad):
-    """The gradients through the eager gather: after a kernel failure in the backward pass, and
-    for ``create_graph`` (then of the saved inputs themselves, so that they have a graph)."""
-    saved = ctx.saved_tensors
-    create_graph = torch.is_grad_enabled()
-    with torch.enable_grad():
-        leaves = list(saved[:3]) if create_graph else [
-            x.detach().requires_grad_() for x in saved[:3]]
-        rows = ctx.eager(*leaves, saved[3])
-        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
-        found = torch.autograd.grad(rows, [leaves[i] for i in wanted], grad.to(rows.dtype),
-                                    allow_unused=True, create_graph=create_graph)
-    result: list[Tensor | None] = [None] * 3
-    for position, found_grad in zip(wanted, found, strict=True):
-        result[position] = found_grad
-    return *result, None, None, None
+    """The gradients through the eager gather (``create_graph``, a kernel failure)."""
+    k, v, support_rows, index = ctx.saved_tensors
+    grads = eager_gradients((k, v, support_rows), lambda *x: ctx.eager(*x, index), grad)
+    return *grads, None, None, None
 
 
 def samsa_gathered_candidates(

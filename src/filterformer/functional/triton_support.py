@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import torch
@@ -31,6 +31,7 @@ __all__ = [
     "KernelSwitch",
     "block_width",
     "dot_kind",
+    "eager_gradients",
     "interpreted",
     "is_triton_error",
     "launch",
@@ -66,6 +67,28 @@ def unit_last_stride(x: Tensor) -> Tensor:
 def leading_strides(x: Tensor) -> tuple[int, int, int]:
     """The strides of a ``(B, h, N, ·)`` tensor's first three axes, as the kernels take them."""
     return x.stride(0), x.stride(1), x.stride(2)
+
+
+def eager_gradients(
+    inputs: Sequence[Tensor], forward: Callable[..., Tensor | Sequence[Tensor]],
+    grads: Tensor | Sequence[Tensor],
+) -> list[Tensor | None]:
+    """The gradients of ``forward(*inputs)`` for ``grads``, by torch's autograd: a kernel
+    Function's backward where its kernels cannot serve. Under ``create_graph`` (grad mode on in
+    the backward) they are taken of ``inputs`` themselves, so that they have a graph; otherwise
+    of detached copies. None for an input that needs no gradient or that ``forward`` does not
+    use."""
+    create_graph = torch.is_grad_enabled()
+    with torch.enable_grad():
+        leaves = list(inputs) if create_graph else [x.detach().requires_grad_() for x in inputs]
+        outputs = forward(*leaves)
+        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
+        found = torch.autograd.grad(outputs, [leaves[i] for i in wanted], grads,
+                                    allow_unused=True, create_graph=create_graph)
+    result: list[Tensor | None] = [None] * len(leaves)
+    for index, grad in zip(wanted, found, strict=True):
+        result[index] = grad
+    return result
 
 
 def interpreted() -> bool:
@@ -136,6 +159,14 @@ class KernelSwitch:
                 raise
             self.fail(err)
         return other()
+
+    def run_backward(self, kernels: Callable[[], T], eager: Callable[[], T]) -> T:
+        """An autograd Function's backward by its kernels, or by ``eager`` under
+        ``create_graph`` (the kernels' gradients have no graph of their own; the eager
+        operations' have, so second derivatives stay exact) and after a kernel's failure."""
+        if torch.is_grad_enabled():
+            return eager()
+        return self.run(kernels, eager)
 
     def fail(self, err: Exception) -> None:
         """Record a kernel failure: warn once; the method takes its other path from now on."""
