@@ -1,7 +1,7 @@
 """The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
-candidate scores, gather (forward and backward), sampled attention and straight-through score
-gradient, and GFSA's combination against float64 references on the CPU, masks and gradients
-included, and the modules taking them on CUDA."""
+candidate scores, gather, soft sample (forward and backward), sampled attention and
+straight-through score gradient, and GFSA's combination against float64 references on the CPU,
+masks and gradients included, and the modules taking them on CUDA."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from filterformer.functional.samsa_triton import (
     samsa_candidate_scores,
     samsa_gathered_candidates,
     samsa_sampled_attention,
+    soft_sample,
     straight_through_score_gradient,
 )
 
@@ -33,6 +34,7 @@ from ..functional.test_gfsa_triton import _terms, closed_form, gfsa_module
 from ..functional.test_samsa_triton import (
     _gather_inputs,
     _score_inputs,
+    _soft_reference,
     _straight_through_inputs,
     eager_candidates,
     float32_supports_and_half_tokens,
@@ -250,3 +252,16 @@ def test_samsa_straight_through_kernel_equals_float64(cuda_device):
     out = straight_through_score_gradient(*(t.to(cuda_device) for t in inputs), 0.5)
     expected = _straight_through_scores(*(t.double() for t in inputs), 0.5)
     assert out.dtype == torch.float32 and _relative(out.cpu(), expected) < 1e-5
+
+
+def test_samsa_soft_sample_kernels_equal_float64(cuda_device):
+    _, x_top, x_bot, z = _straight_through_inputs(batch=8, heads=12, count=256, width=128)
+    on_gpu = [x.to(cuda_device).requires_grad_() for x in (x_top, x_bot, z)]
+    out = soft_sample(*on_gpu, 0.5, torch.float32, lambda *x: _soft_reference(*x, 0.5))
+    doubles = [x.double().requires_grad_() for x in (x_top, x_bot, z)]
+    reference = _soft_reference(*doubles, 0.5)
+    assert _relative(out.detach().cpu(), reference.detach()) < 1e-5
+    grad = torch.randn_like(reference)
+    found = torch.autograd.grad(out, on_gpu, grad.float().to(cuda_device))
+    for got, want in zip(found, torch.autograd.grad(reference, doubles, grad), strict=True):
+        assert _relative(got.cpu(), want) < 1e-5

@@ -384,8 +384,73 @@ def test_a_straight_through_kernel_failure_takes_the_written_out_gradient(monkey
     (expected,) = torch.autograd.grad(sampled, [scores], grad, retain_graph=True)
     switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
-    monkeypatch.setattr(samsa_triton_module, "_straight_through_kernel", fail_to_launch)
+    monkeypatch.setattr(samsa_triton_module, "_sample_kernels", fail_to_launch)
     with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
         (found,) = torch.autograd.grad(sampled, [scores], grad)
     assert switch.failed
     torch.testing.assert_close(found, expected)
+
+
+def _soft_reference(x_top, x_bot, z, temperature):
+    """The soft sample ``keep ⊙ X_top + mix @ X_bot`` written out (float64 inputs stay so)."""
+    from filterformer.functional import sampling_mixture
+
+    k = x_top.shape[-2]
+    keep, mix = sampling_mixture(z[..., :k], z[..., k:], temperature)
+    return keep.unsqueeze(-1) * x_top + mix @ x_bot
+
+
+@pytest.mark.parametrize(("count", "width", "temperature"), [(37, 40, 0.7), (8, 16, 1.0),
+                                                             (70, 128, 2.0)])
+def test_the_soft_sample_kernels_equal_the_written_out_sample_in_float64(count, width,
+                                                                        temperature):
+    _, x_top, x_bot, z = _straight_through_inputs(count=count, width=width)
+    leaves = [x.requires_grad_() for x in (x_top, x_bot, z)]
+    out = samsa_triton_module.soft_sample(*leaves, temperature, torch.float32,
+                                          lambda *x: _soft_reference(*x, temperature))
+    doubles = [x.detach().double().requires_grad_() for x in leaves]
+    reference = _soft_reference(*doubles, temperature)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), reference, rtol=1e-5, atol=1e-5)
+    grad = torch.randn_like(reference)
+    found = torch.autograd.grad(out, leaves, grad.float())
+    for got, want in zip(found, torch.autograd.grad(reference, doubles, grad), strict=True):
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_soft_sampling_with_the_kernels_equals_it_without_and_falls_back(monkeypatch):
+    from filterformer.functional import differentiable_topk
+
+    scores = (torch.randn(2, 3, 40) * 2).requires_grad_()
+    candidates = torch.randn(2, 3, 40, 24, requires_grad=True)
+
+    def sample_and_gradients(**options):
+        sampled = differentiable_topk(scores, candidates, 12, mode="soft", temperature=0.5)
+        weights = torch.arange(24.0)
+        return [sampled, *torch.autograd.grad((sampled * weights).sum(), [scores, candidates],
+                                              **options)]
+
+    eager = sample_and_gradients()
+    switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    calls = []
+    original = samsa_triton_module.soft_sample
+    monkeypatch.setattr("filterformer.functional.sampling.soft_sample",
+                        lambda *a: calls.append(1) or original(*a))
+    fast = sample_and_gradients()
+    assert calls, "the kernels were not used"
+    for got, want in zip(fast, eager, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    # Second derivatives go through the written-out sample, with its graph.
+    (_, grad_scores, _) = sample_and_gradients(create_graph=True)
+    (again,) = torch.autograd.grad(grad_scores.square().sum(), [candidates])
+    monkeypatch.setattr(switch, "failed", True)  # the eager path throughout
+    (_, eager_scores, _) = sample_and_gradients(create_graph=True)
+    (expected,) = torch.autograd.grad(eager_scores.square().sum(), [candidates])
+    torch.testing.assert_close(again, expected, rtol=1e-5, atol=1e-6)
+    # A kernel that fails warns once and the eager sample is taken.
+    monkeypatch.setattr(switch, "failed", False)
+    monkeypatch.setattr(samsa_triton_module, "_sample_kernels", fail_to_launch)
+    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+        fallen_back = sample_and_gradients()
+    for got, want in zip(fallen_back, eager, strict=True):
+        torch.testing.assert_close(got, want)

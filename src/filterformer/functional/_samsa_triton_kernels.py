@@ -201,16 +201,29 @@ def _bounded(z):
 
 
 @triton.jit
-def samsa_straight_through_scores(
-    G, XT, XB, Z, DZ,
-    H, K, C, scale, inverse_temperature,
+def _pair_probability(z_top, z_bot, inverse_temperature):
+    """``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)``, the logit bounded at ±80 (beyond, the
+    sigmoid is 0 or 1 to float32's precision; exp and the difference stay finite)."""
+    logit = tl.minimum(tl.maximum((z_top[:, None] - z_bot[None, :]) * inverse_temperature,
+                                  -80.0), 80.0)
+    return 1.0 / (1.0 + tl.exp(-logit))
+
+
+@triton.jit
+def samsa_sample_backward(
+    G, XT, XB, Z, DZ, DXT, DXB,
+    H, K, C, scale, inverse_temperature, inverse_k,
     sgb, sgh, sgn, stb, sth, stn, sbb, sbh, sbn, szb, szh, sdb, sdh,
+    sdtb, sdth, sdtn, sdbb, sdbh, sdbn,
+    SOFT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
-    """Per (sample, head) and block of chosen rows m: the hard sample's straight-through
-    gradient to the scores, ``dS[m, v] = (G[m]·X_top[m] − G[m]·X_bot[v]) · P(1 − P) · scale``
-    with ``P = sigmoid((z_top[m] − z_bot[v]) / τ)``: ``Σ_v dS`` stored at DZ[m] and ``−Σ_m dS``
-    added to DZ[K + v] (zeros before the launch; the row blocks share them)."""
+    """Per (sample, head) and block of chosen rows m, the sample's gradient to its scores
+    (both modes): ``dS[m, v] = (G[m]·X_top[m] − G[m]·X_bot[v]) · P(1 − P) · scale`` with
+    ``P = sigmoid((z_top[m] − z_bot[v]) / τ)``, ``Σ_v dS`` stored at DZ[m] and ``−Σ_m dS`` added
+    to DZ[K + v] (zeros before the launch; the row blocks share them). With SOFT, also the soft
+    sample's gradient to its rows: ``mean_v P[m, v] · G[m]`` stored at DXT[m] and
+    ``Σ_m (1 − P[m, v]) / k · G[m]`` added to DXB[v] (float32 zeros before the launch)."""
     bh = tl.program_id(0)
     b = (bh // H).to(tl.int64)
     hh = (bh % H).to(tl.int64)
@@ -225,20 +238,63 @@ def samsa_straight_through_scores(
     z_top = _bounded(tl.load(z_base + rows, mask=row_valid, other=0.0).to(tl.float32))
     out = DZ + b * sdb + hh * sdh
     total = tl.zeros([BLOCK_M], dtype=tl.float32)
+    keep = tl.zeros([BLOCK_M], dtype=tl.float32)
     for start in range(0, K, BLOCK_V):
         cols = start + tl.arange(0, BLOCK_V)
         col_valid = cols < K
+        pair_valid = row_valid[:, None] & col_valid[None, :]
         x_bot = tile(XB + b * sbb + hh * sbh, cols, sbn, offs,
                      col_valid[:, None] & features[None, :])
         along_bot = dot(g, tl.trans(x_bot), 0)
         z_bot = _bounded(tl.load(z_base + K + cols, mask=col_valid, other=0.0).to(tl.float32))
-        # Beyond ±80 the sigmoid is 0 or 1 to float32's precision: bounding the logit (and the
-        # scores, padding's lowest among them) keeps exp and the difference finite.
-        logit = tl.minimum(tl.maximum((z_top[:, None] - z_bot[None, :]) * inverse_temperature,
-                                      -80.0), 80.0)
-        prob = 1.0 / (1.0 + tl.exp(-logit))
+        prob = _pair_probability(z_top, z_bot, inverse_temperature)
         d_logit = (along_top[:, None] - along_bot) * prob * (1.0 - prob) * scale
-        d_logit = tl.where(row_valid[:, None] & col_valid[None, :], d_logit, 0.0)
+        d_logit = tl.where(pair_valid, d_logit, 0.0)
         total += tl.sum(d_logit, axis=1)
         tl.atomic_add(out + K + cols, -tl.sum(d_logit, axis=0), mask=col_valid)
+        if SOFT:
+            keep += tl.sum(tl.where(pair_valid, prob, 0.0), axis=1)
+            share = dot(tl.trans(tl.where(pair_valid, 1.0 - prob, 0.0)), g, 0) * inverse_k
+            tl.atomic_add(DXB + b * sdbb + hh * sdbh + cols[:, None].to(tl.int64) * sdbn
+                          + offs[None, :], share, mask=col_valid[:, None] & features[None, :])
     tl.store(out + rows, total, mask=row_valid)
+    if SOFT:
+        tl.store(DXT + b * sdtb + hh * sdth + rows[:, None].to(tl.int64) * sdtn + offs[None, :],
+                 (keep * inverse_k)[:, None] * g, mask=row_valid[:, None] & features[None, :])
+
+
+@triton.jit
+def samsa_soft_sample(
+    XT, XB, Z, OUT,
+    H, K, C, inverse_k, inverse_temperature,
+    stb, sth, stn, sbb, sbh, sbn, szb, szh, sob, soh, son,
+    BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """Per (sample, head) and block of chosen rows m: the soft sample
+    ``mean_v P[m, v] · X_top[m] + Σ_v (1 − P[m, v]) / k · X_bot[v]``, in float32, stored in
+    OUT's dtype."""
+    bh = tl.program_id(0)
+    b = (bh // H).to(tl.int64)
+    hh = (bh % H).to(tl.int64)
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_valid = rows < K
+    offs = tl.arange(0, BLOCK_C)
+    features = offs < C
+    z_base = Z + b * szb + hh * szh
+    z_top = _bounded(tl.load(z_base + rows, mask=row_valid, other=0.0).to(tl.float32))
+    keep = tl.zeros([BLOCK_M], dtype=tl.float32)
+    mixed = tl.zeros([BLOCK_M, BLOCK_C], dtype=tl.float32)
+    for start in range(0, K, BLOCK_V):
+        cols = start + tl.arange(0, BLOCK_V)
+        col_valid = cols < K
+        z_bot = _bounded(tl.load(z_base + K + cols, mask=col_valid, other=0.0).to(tl.float32))
+        prob = _pair_probability(z_top, z_bot, inverse_temperature)
+        keep += tl.sum(tl.where(col_valid[None, :], prob, 0.0), axis=1)
+        x_bot = tile(XB + b * sbb + hh * sbh, cols, sbn, offs,
+                     col_valid[:, None] & features[None, :])
+        mixed += dot(tl.where(col_valid[None, :], 1.0 - prob, 0.0), x_bot, 0)
+    valid = row_valid[:, None] & features[None, :]
+    x_top = tile(XT + b * stb + hh * sth, rows, stn, offs, valid)
+    out = (keep[:, None] * x_top + mixed) * inverse_k
+    tl.store(OUT + b * sob + hh * soh + rows[:, None].to(tl.int64) * son + offs[None, :],
+             out.to(OUT.dtype.element_ty), mask=valid)

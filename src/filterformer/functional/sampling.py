@@ -27,7 +27,7 @@ from ..checks import check_integer
 from .coefficient_dtype import as_terms_dtype, terms_dtype
 from .fused import fused
 from .samsa_triton import SWITCH as SAMSA_KERNELS
-from .samsa_triton import straight_through_kernel_applies, straight_through_score_gradient
+from .samsa_triton import sample_kernels_apply, soft_sample, straight_through_score_gradient
 
 __all__ = [
     "SAMPLING_MODES",
@@ -216,9 +216,17 @@ def differentiable_topk(
     z = scores.gather(-1, index).to(wide)
     if mode == "hard":  # exactly x_top; the mixture exists only in the backward
         return _StraightThroughSample.apply(x_top, x_bot, z, float(temperature))
-    keep, mix = sampling_mixture(z[..., :k], z[..., k:], temperature)
-    soft = keep.unsqueeze(-1) * x_top.to(wide) + mix @ x_bot.to(wide)
-    return soft.to(chosen.dtype)
+
+    def eager(top: Tensor, bot: Tensor, scores: Tensor) -> Tensor:
+        keep, mix = sampling_mixture(scores[..., :k], scores[..., k:], temperature)
+        return (keep.unsqueeze(-1) * top.to(wide) + mix @ bot.to(wide)).to(chosen.dtype)
+
+    if sample_kernels_apply(x_top, x_bot, z):  # CUDA: one launch, one more backward
+        return SAMSA_KERNELS.run(
+            lambda: soft_sample(x_top, x_bot, z, temperature, chosen.dtype, eager),
+            lambda: eager(x_top, x_bot, z),
+        )
+    return eager(x_top, x_bot, z)
 
 
 class _StraightThroughSample(torch.autograd.Function):
@@ -241,8 +249,8 @@ class _StraightThroughSample(torch.autograd.Function):
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor, None]:
         x_top, x_bot, z = ctx.saved_tensors
         tau = ctx.temperature
-        if straight_through_kernel_applies(grad, x_top, x_bot, z):  # CUDA: one launch
-            scores_grad = SAMSA_KERNELS.run(
+        if sample_kernels_apply(x_top, x_bot, z):  # CUDA: one launch
+            scores_grad = SAMSA_KERNELS.run_backward(
                 lambda: straight_through_score_gradient(grad, x_top, x_bot, z, tau),
                 lambda: _straight_through_scores(grad, x_top, x_bot, z, tau),
             )

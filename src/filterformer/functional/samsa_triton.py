@@ -67,10 +67,10 @@ def _gather_kernels():
 
 
 @functools.cache
-def _straight_through_kernel():
-    from ._samsa_triton_kernels import samsa_straight_through_scores
+def _sample_kernels():
+    from ._samsa_triton_kernels import samsa_sample_backward, samsa_soft_sample
 
-    return samsa_straight_through_scores
+    return samsa_soft_sample, samsa_sample_backward
 
 
 @functools.cache
@@ -342,25 +342,52 @@ def samsa_gathered_candidates(
     return _GatheredCandidates.apply(k, v, support_rows, index, dtype, eager)
 
 
-#: The widest rows (a key and a value side by side) the straight-through kernel takes.
-STRAIGHT_THROUGH_MAX_WIDTH = 256
+#: The widest rows (a key and a value side by side) the sampling kernels take.
+SAMPLE_MAX_WIDTH = 256
+#: Rows of a sampling kernel's block, and of the block it loops over.
+_SAMPLE_BLOCK = 32
+#: ``eager(x_top, x_bot, z)``: the soft sample by torch operations, with a graph.
+EagerSample = Callable[[Tensor, Tensor, Tensor], Tensor]
 
 
-def straight_through_kernel_applies(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor
-                                    ) -> bool:
-    """Whether :func:`straight_through_score_gradient` takes these: where the kernels' switch
-    allows ``grad`` (CUDA), ``(B, h, k, C)`` rows no wider than
-    :data:`STRAIGHT_THROUGH_MAX_WIDTH` in the kernels' dtypes, and float32 scores ``(B, h, 2k)``
-    (float64 stays eager), outside a ``create_graph`` backward."""
+def sample_kernels_apply(x_top: Tensor, x_bot: Tensor, z: Tensor) -> bool:
+    """Whether :func:`soft_sample` and :func:`straight_through_score_gradient` take these:
+    where the kernels' switch allows ``x_top`` (CUDA), ``(B, h, k, C)`` rows no wider than
+    :data:`SAMPLE_MAX_WIDTH` in the kernels' dtypes, and float32 scores ``(B, h, 2k)`` (float64
+    stays eager)."""
     return (
-        SWITCH.allows(grad)
-        and not torch.is_grad_enabled()
-        and grad.dim() == 4 and grad.shape == x_top.shape == x_bot.shape
-        and grad.shape[-1] <= STRAIGHT_THROUGH_MAX_WIDTH
-        and x_top.dtype in KERNEL_DTYPES and x_bot.dtype in KERNEL_DTYPES
-        and z.dtype == torch.float32 and z.shape == (*grad.shape[:2], 2 * grad.shape[2])
-        and z.device == grad.device
+        SWITCH.allows(x_top)
+        and x_top.dim() == 4 and x_top.shape == x_bot.shape
+        and x_top.shape[-1] <= SAMPLE_MAX_WIDTH and x_bot.dtype in KERNEL_DTYPES
+        and z.dtype == torch.float32 and z.shape == (*x_top.shape[:2], 2 * x_top.shape[2])
+        and z.device == x_top.device and x_bot.device == x_top.device
     )
+
+
+def _sample_backward(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float,
+                     soft: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """The scores' gradient ``(B, h, 2k)`` float32 and, for the soft sample, the rows'
+    (``x_top``'s and ``x_bot``'s dtypes), by one launch after zero fills."""
+    grad, x_top, x_bot, z = (unit_last_stride(t) for t in (grad, x_top, x_bot, z))
+    batch, heads, count, width = grad.shape
+    scores_grad = torch.zeros(batch, heads, 2 * count, dtype=torch.float32, device=grad.device)
+    top_grad = torch.empty_like(x_top) if soft else scores_grad
+    bot_grad = torch.zeros(x_bot.shape, dtype=torch.float32, device=grad.device) if soft else (
+        scores_grad)
+    if scores_grad.numel():
+        launch(
+            _sample_kernels()[1], (batch * heads, -(-count // _SAMPLE_BLOCK)),
+            grad, x_top, x_bot, z, scores_grad, top_grad, bot_grad, heads, count, width,
+            1.0 / (count * temperature), 1.0 / temperature, 1.0 / count,
+            *leading_strides(grad), *leading_strides(x_top), *leading_strides(x_bot),
+            z.stride(0), z.stride(1), scores_grad.stride(0), scores_grad.stride(1),
+            *(leading_strides(top_grad) if soft else (0, 0, 0)),
+            *(leading_strides(bot_grad) if soft else (0, 0, 0)),
+            SOFT=soft, BLOCK_M=_SAMPLE_BLOCK, BLOCK_V=_SAMPLE_BLOCK, BLOCK_C=block_width(width),
+        )
+    if not soft:
+        return scores_grad, None, None
+    return scores_grad, top_grad, bot_grad.to(x_bot.dtype)
 
 
 def straight_through_score_gradient(
@@ -380,17 +407,57 @@ def straight_through_score_gradient(
         ``(B, h, 2k)`` float32: ``Σ_v dS[m, v]`` for the chosen, ``−Σ_m dS[m, v]`` for the
         runners-up.
     """
-    grad, x_top, x_bot, z = (unit_last_stride(t) for t in (grad, x_top, x_bot, z))
-    batch, heads, count, width = grad.shape
-    out = torch.zeros(batch, heads, 2 * count, dtype=torch.float32, device=grad.device)
-    if out.numel():
-        block = 32
-        launch(
-            _straight_through_kernel(), (batch * heads, -(-count // block)),
-            grad, x_top, x_bot, z, out, heads, count, width,
-            1.0 / (count * temperature), 1.0 / temperature,
-            *leading_strides(grad), *leading_strides(x_top), *leading_strides(x_bot),
-            z.stride(0), z.stride(1), out.stride(0), out.stride(1),
-            BLOCK_M=block, BLOCK_V=block, BLOCK_C=block_width(width),
-        )
-    return out
+    return _sample_backward(grad, x_top, x_bot, z, temperature, soft=False)[0]
+
+
+class _SoftSample(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_top, x_bot, z, temperature, dtype, eager):
+        ctx.save_for_backward(x_top, x_bot, z)
+        ctx.temperature, ctx.eager = temperature, eager
+        x_top, x_bot, z = (unit_last_stride(t) for t in (x_top, x_bot, z))
+        batch, heads, count, width = x_top.shape
+        out = torch.empty(batch, heads, count, width, dtype=dtype, device=x_top.device)
+        if out.numel():
+            launch(
+                _sample_kernels()[0], (batch * heads, -(-count // _SAMPLE_BLOCK)),
+                x_top, x_bot, z, out, heads, count, width, 1.0 / count, 1.0 / temperature,
+                *leading_strides(x_top), *leading_strides(x_bot), z.stride(0), z.stride(1),
+                *leading_strides(out),
+                BLOCK_M=_SAMPLE_BLOCK, BLOCK_V=_SAMPLE_BLOCK, BLOCK_C=block_width(width),
+            )
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_top, x_bot, z = ctx.saved_tensors
+
+        def kernels():
+            scores_grad, top_grad, bot_grad = _sample_backward(grad, x_top, x_bot, z,
+                                                               ctx.temperature, soft=True)
+            return top_grad, bot_grad, scores_grad.to(z.dtype)
+
+        def eager():
+            return eager_gradients((x_top, x_bot, z), ctx.eager, grad)
+
+        return *SWITCH.run_backward(kernels, eager), None, None, None
+
+
+def soft_sample(x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float, dtype: torch.dtype,
+                eager: EagerSample) -> Tensor:
+    """The soft sample ``keep ⊙ X_top + mix @ X_bot`` (see
+    :func:`~filterformer.functional.sampling.sampling_mixture`) by one launch, and its gradient
+    (to the rows and the scores) by one more, never forming the ``(k, k)`` matrices.
+
+    Args:
+        x_top: ``(B, h, k, C)`` the chosen rows; x_bot: ``(B, h, k, C)`` the runners-up.
+        z: ``(B, h, 2k)`` float32 scores, the chosen then the runners-up.
+        temperature: τ.
+        dtype: the sample's dtype.
+        eager: the same sample by torch operations, ``eager(x_top, x_bot, z)``: the backward
+            pass's path for ``create_graph`` and after a kernel failure.
+
+    Returns:
+        ``(B, h, k, C)`` in ``dtype``, computed in float32.
+    """
+    return _SoftSample.apply(x_top, x_bot, z, float(temperature), dtype, eager)
