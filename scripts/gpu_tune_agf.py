@@ -3,9 +3,9 @@
     PYTHONPATH=src python scripts/gpu_tune_agf.py [--repeats 20]
 
 For each shape of the GPU targets (D=768, h=12, d=64, 32,768 tokens a batch at N=512, 4096 and
-16384; a padding mask at N=512 as the BERT-sized step has) and each candidate
-``(rows per block, warps)`` given to all four passes
-(:data:`filterformer.functional.agf_triton.LAUNCH`), times the layer's forward (inference) and
+16384; a padding mask at N=512 as the BERT-sized step has) the current settings
+(:data:`filterformer.functional.agf_triton.LAUNCH`, one ``(rows per block, warps)`` per pass)
+and each candidate given to all four passes, times the layer's forward (inference) and
 forward + backward (training) in bf16 products, after warm-up, with CUDA events, the candidates
 interleaved round by round so that drift falls on all alike. Prints one table per mode: ms per
 call and each candidate's time over the current setting's. CUDA only.
@@ -66,28 +66,35 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    current = agf_triton_module.LAUNCH["keys_forward"][64]
-    for training in (False, True):
-        print(f"\n== {'training (forward + backward)' if training else 'inference (forward)'}")
-        print("| B | N | mask | " + " | ".join(f"{r}×{w}" for r, w in CANDIDATES) + " |")
-        print("|---|---|---|" + "---:|" * len(CANDIDATES))
-        for batch, length, masked in SHAPES:
-            tensors = _inputs(batch, length, masked)
-            run = _step(tensors, training)
-            times: dict[tuple[int, int], list[float]] = {c: [] for c in CANDIDATES}
-            for _ in range(args.rounds):
-                for candidate in CANDIDATES:
-                    agf_triton_module.LAUNCH = {
-                        name: {64: candidate, 128: candidate} for name in agf_triton_module.LAUNCH
-                    }
-                    with torch.inference_mode(not training):
-                        run()  # compiles on a candidate's first round
-                        times[candidate].append(_time(run, args.repeats))
-            medians = {c: statistics.median(t) for c, t in times.items()}
-            base = medians.get(current) or min(medians.values())
-            cells = [f"{medians[c]:.3f} ({medians[c] / base:.2f})" for c in CANDIDATES]
-            print(f"| {batch} | {length} | {masked} | " + " | ".join(cells) + " |")
+    current = dict(agf_triton_module.LAUNCH)
+    settings = {"current": current} | {
+        f"{rows}×{warps}": dict.fromkeys(current, (rows, warps)) for rows, warps in CANDIDATES
+    }
+    try:
+        for training in (False, True):
+            _table(settings, training, args)
+    finally:
+        agf_triton_module.LAUNCH.update(current)
 
+
+def _table(settings: dict[str, dict[str, tuple[int, int]]], training: bool, args) -> None:
+    """One mode's table: each setting's median ms and its ratio to the current setting's."""
+    print(f"\n== {'training (forward + backward)' if training else 'inference (forward)'}")
+    print("| B | N | mask | " + " | ".join(settings) + " |")
+    print("|---|---|---|" + "---:|" * len(settings))
+    for batch, length, masked in SHAPES:
+        run = _step(_inputs(batch, length, masked), training)
+        times: dict[str, list[float]] = {label: [] for label in settings}
+        for _ in range(args.rounds):
+            for label, table in settings.items():
+                agf_triton_module.LAUNCH.update(table)
+                with torch.inference_mode(not training):
+                    run()  # compiles on a setting's first round
+                    times[label].append(_time(run, args.repeats))
+        medians = {label: statistics.median(t) for label, t in times.items()}
+        cells = [f"{medians[label]:.3f} ({medians[label] / medians['current']:.2f})"
+                 for label in settings]
+        print(f"| {batch} | {length} | {masked} | " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()

@@ -247,8 +247,12 @@ def test_samsa_training_on_cuda_takes_the_gather_kernels_and_equals_float64(cuda
             assert _relative(param.grad.cpu(), ref_param.grad) < 1e-4, name
 
 
-def test_samsa_straight_through_kernel_equals_float64(cuda_device):
-    inputs = _straight_through_inputs(batch=8, heads=12, count=256, width=128)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_samsa_straight_through_kernel_equals_float64(cuda_device, dtype):
+    """Half-precision gradients and rows take tensor cores for ``G·X_bot``: exact products of
+    the same numbers, accumulated in float32."""
+    grad, x_top, x_bot, z = _straight_through_inputs(batch=8, heads=12, count=256, width=128)
+    inputs = [*(t.to(dtype) for t in (grad, x_top, x_bot)), z]
     out = straight_through_score_gradient(*(t.to(cuda_device) for t in inputs), 0.5)
     expected = _straight_through_scores(*(t.double() for t in inputs), 0.5)
     assert out.dtype == torch.float32 and _relative(out.cpu(), expected) < 1e-5

@@ -345,6 +345,27 @@ def test_the_straight_through_kernel_equals_the_written_out_gradient_in_float64(
     torch.testing.assert_close(out.double(), expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("soft", [False, True])
+@pytest.mark.parametrize(("grad_dtype", "rows_dtype"), [
+    (torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+    (torch.float32, torch.bfloat16),  # a float32 gradient is not rounded to the rows' precision
+])
+def test_the_scores_gradient_of_half_precision_rows_is_exact_products_in_float32(
+    grad_dtype, rows_dtype, soft
+):
+    """Where the sample's gradient and the rows share a half precision, ``G·X_bot`` runs in it
+    (on a GPU, on tensor cores): products of half-precision numbers are exact in float32, so the
+    scores' gradient still equals the float64 one of the same numbers."""
+    from filterformer.functional.sampling import _straight_through_scores
+
+    grad, x_top, x_bot, z = _straight_through_inputs(count=45, width=64)
+    grad = (grad * 3).to(grad_dtype)
+    x_top, x_bot = x_top.to(rows_dtype), x_bot.to(rows_dtype)
+    found = samsa_triton_module._sample_backward(grad, x_top, x_bot, z, 0.7, soft=soft)[0]
+    expected = _straight_through_scores(*(t.double() for t in (grad, x_top, x_bot, z)), 0.7)
+    torch.testing.assert_close(found.double(), expected, rtol=1e-4, atol=1e-5)
+
+
 def test_hard_sampling_with_the_straight_through_kernel_equals_it_without(monkeypatch):
     from filterformer.functional import differentiable_topk
 

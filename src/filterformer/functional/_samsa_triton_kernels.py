@@ -215,7 +215,7 @@ def samsa_sample_backward(
     H, K, C, scale, inverse_temperature, inverse_k,
     sgb, sgh, sgn, stb, sth, stn, sbb, sbh, sbn, szb, szh, sdb, sdh,
     sdtb, sdth, sdtn, sdbb, sdbh, sdbn,
-    SOFT: tl.constexpr,
+    SOFT: tl.constexpr, DOT_KIND: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """Per (sample, head) and block of chosen rows m, the sample's gradient to its scores
@@ -223,7 +223,9 @@ def samsa_sample_backward(
     ``P = sigmoid((z_top[m] − z_bot[v]) / τ)``, ``Σ_v dS`` stored at DZ[m] and ``−Σ_m dS`` added
     to DZ[K + v] (zeros before the launch; the row blocks share them). With SOFT, also the soft
     sample's gradient to its rows: ``mean_v P[m, v] · G[m]`` stored at DXT[m] and
-    ``Σ_m (1 − P[m, v]) / k · G[m]`` added to DXB[v] (float32 zeros before the launch)."""
+    ``Σ_m (1 − P[m, v]) / k · G[m]`` added to DXB[v] (float32 zeros before the launch).
+    ``DOT_KIND`` is the precision of ``G·X_bot``: G's and X_bot's own where they share a half
+    precision (their products are then exact, accumulated in float32), float32 otherwise."""
     bh = tl.program_id(0)
     b = (bh // H).to(tl.int64)
     hh = (bh % H).to(tl.int64)
@@ -245,7 +247,7 @@ def samsa_sample_backward(
         pair_valid = row_valid[:, None] & col_valid[None, :]
         x_bot = tile(XB + b * sbb + hh * sbh, cols, sbn, offs,
                      col_valid[:, None] & features[None, :])
-        along_bot = dot(g, tl.trans(x_bot), 0)
+        along_bot = dot(g, tl.trans(x_bot), DOT_KIND)
         z_bot = _bounded(tl.load(z_base + K + cols, mask=col_valid, other=0.0).to(tl.float32))
         prob = _pair_probability(z_top, z_bot, inverse_temperature)
         d_logit = (along_top[:, None] - along_bot) * prob * (1.0 - prob) * scale

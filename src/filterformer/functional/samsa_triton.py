@@ -163,9 +163,12 @@ def samsa_sampled_attention(
     if length == 0:
         return out
     block_d, block_v = block_width(dim), block_width(dim_v)
-    block_m = 64 if max(block_d, block_v) <= 64 else 32
-    grid = (batch * heads, -(-length // block_m))
     products = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else None
+    # Float32 products run on the FMA units, not tensor cores, and hold more a thread: at 64
+    # queries and candidates a block they spill about 7 KB a thread on sm_90 (360 B at 32).
+    block_m = 64 if max(block_d, block_v) <= 64 and products is not None else 32
+    block_s = 64 if products is not None else 32
+    grid = (batch * heads, -(-length // block_m))
     launch(
         _kernel(), grid,
         q, k, v, support_keys, support_values, index, out,
@@ -174,7 +177,7 @@ def samsa_sampled_attention(
         v.stride(0), v.stride(1), v.stride(2), support_keys.stride(0), support_keys.stride(1),
         support_values.stride(0), support_values.stride(1), index.stride(0), index.stride(1),
         out.stride(0), out.stride(1), out.stride(2),
-        DOT_KIND=dot_kind(products), BLOCK_M=block_m, BLOCK_S=64, BLOCK_D=block_d,
+        DOT_KIND=dot_kind(products), BLOCK_M=block_m, BLOCK_S=block_s, BLOCK_D=block_d,
         BLOCK_DV=block_v,
     )
     return out
@@ -383,7 +386,8 @@ def _sample_backward(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor, temp
             z.stride(0), z.stride(1), scores_grad.stride(0), scores_grad.stride(1),
             *(leading_strides(top_grad) if soft else (0, 0, 0)),
             *(leading_strides(bot_grad) if soft else (0, 0, 0)),
-            SOFT=soft, BLOCK_M=_SAMPLE_BLOCK, BLOCK_V=_SAMPLE_BLOCK, BLOCK_C=block_width(width),
+            SOFT=soft, DOT_KIND=dot_kind(grad.dtype if grad.dtype == x_bot.dtype else None),
+            BLOCK_M=_SAMPLE_BLOCK, BLOCK_V=_SAMPLE_BLOCK, BLOCK_C=block_width(width),
         )
     if not soft:
         return scores_grad, None, None

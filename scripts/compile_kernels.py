@@ -1,0 +1,385 @@
+"""Whether every Triton kernel compiles for NVIDIA GPUs, at the launches the methods make.
+
+    python scripts/compile_kernels.py --output DIR [--arch 90 --arch 80]
+
+Triton's interpreter (what the test suite runs the kernels in on a CPU) executes a kernel's
+Python with NumPy; it does not type-check the kernel as Triton's compiler does, nor lower it to a
+GPU. This script does, without a GPU: it runs each method's step on CUDA's path (every kernel
+allowed, run in the interpreter) at the GPU targets' widths (D=768, h=12 and D=128, h=2: heads of
+64), in float32 and under bfloat16 and float16 autocast, in training and evaluation, with and
+without padding; records each launch's specialisation (the arguments' dtypes and alignment, the
+integers' values, the constants); and compiles every distinct one, in a process without the
+interpreter, for each architecture asked (``--arch 90``: H100, ``80``: A100) down to its
+``cubin`` with the ``ptxas`` that Triton ships. For each it reports the registers a thread uses,
+bytes spilled to local memory, and the shared memory a block needs against the architecture's
+limit. Writes DIR/kernel_compilation.json and DIR/kernel_compilation.md; exits 1 when any launch
+fails to compile or needs more shared memory than its architecture has, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from unittest import mock
+
+#: Shared memory a block may use, in bytes, per architecture (compute capability × 10).
+SHARED_MEMORY_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+#: The GPUs named for each architecture in the report.
+GPU_NAMES = {80: "A100", 86: "RTX 30xx / A10", 89: "L4 / RTX 40xx", 90: "H100 / H200"}
+
+#: The interpreter's ``DOT_KIND`` for half-precision products, and what a GPU launch passes.
+_INTERPRETED_DOT_KINDS = {3: 1, 4: 2}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, help="folder for the report (required)")
+    parser.add_argument("--arch", type=int, action="append", choices=sorted(SHARED_MEMORY_LIMIT),
+                        help="compute capability × 10 to compile for (repeatable; default 90)")
+    parser.add_argument("--quick", action="store_true",
+                        help="D=128, h=2 only, float32 and bfloat16 autocast (every kernel still "
+                             "launched)")
+    parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+# --- Recording (in Triton's interpreter) -----------------------------------------------------
+
+
+def _describe(value) -> dict:
+    """A launch argument as the compiler specialises on it."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"tensor": str(value.dtype).removeprefix("torch."),
+                "aligned": value.data_ptr() % 16 == 0}
+    if isinstance(value, bool) or value is None:
+        return {"constant": value}
+    if isinstance(value, int):
+        return {"int": value}
+    if isinstance(value, float):
+        return {"float": value}
+    raise TypeError(f"a launch argument of type {type(value).__name__}")
+
+
+@contextmanager
+def _recording(launches: list[dict]) -> Iterator[None]:
+    """Every method's kernels allowed on the CPU's tensors, each launch described in
+    ``launches`` before it runs in the interpreter."""
+    from filterformer.functional import agf_triton, gfsa_triton, samsa_triton
+
+    def recorded(launch, kernel, grid, *args, **kwargs):
+        constants = {name: _INTERPRETED_DOT_KINDS.get(value, value) if name == "DOT_KIND"
+                     else value for name, value in kwargs.items()}
+        launches.append({"module": kernel.fn.__module__, "kernel": kernel.fn.__name__,
+                         "args": [_describe(arg) for arg in args], "constants": constants})
+        return launch(kernel, grid, *args, **kwargs)
+
+    with ExitStack() as stack:
+        for module in (agf_triton, samsa_triton, gfsa_triton):
+            stack.enter_context(mock.patch.object(module.SWITCH, "allows", lambda x: True))
+            real = module.launch
+            stack.enter_context(mock.patch.object(
+                module, "launch", lambda *a, real=real, **k: recorded(real, *a, **k)))
+        yield
+
+
+#: The modules' widths ``(D, h)``: BERT's and GPT-2's, and the GPU targets' small model's.
+WIDTHS = ((768, 12), (128, 2))
+
+
+def _scope(quick: bool) -> str:
+    widths = " and ".join(f"D={dim}, h={heads}" for dim, heads in WIDTHS[quick:])
+    dtypes = "float32 and bfloat16 autocast" if quick else \
+        "float32, bfloat16 autocast and float16 autocast"
+    return (f"each method's module at {widths}; {dtypes}; training and evaluation; with and "
+            "without padding; GFSA's kernel at d=64")
+
+
+def _steps(quick: bool) -> Iterator[tuple[str, object]]:
+    """``(name, step)`` for every case: a method's module at a target's width (the small one
+    alone where ``quick``), or GFSA's kernel; ``step(train, autocast)`` runs its forward, and
+    its backward in training."""
+    import torch
+
+    from filterformer.attention import build_attention
+    from filterformer.functional import gfsa
+
+    methods = {
+        "gfsa": {}, "agf": {}, "agf without regulariser": {"orthogonality_weight": 0.0},
+        "samsa hard": {"mode": "hard", "num_samples": 8},
+        "samsa soft": {"mode": "soft", "num_samples": 8},
+    }
+    for dim, heads in WIDTHS[quick:]:
+        for name, options in methods.items():
+            method = name.split()[0]
+            for padded in (False, True):
+                module = build_attention(method, dim, heads, **options)
+
+                def step(train, autocast, module=module, dim=dim, padded=padded):
+                    module.train(train)
+                    x = torch.randn(2, 24, dim, requires_grad=train)
+                    mask = torch.ones(2, 24, dtype=torch.bool)
+                    if padded:
+                        mask[1, 17:] = False
+                    with _autocast(autocast), torch.set_grad_enabled(train):
+                        out = module(x, padding_mask=mask if padded else None)
+                    if train:
+                        out.float().sum().backward()
+
+                yield f"{name} module D={dim} h={heads}{' padded' if padded else ''}", step
+
+    def kernel_step(train, autocast):
+        q, k, v = (torch.randn(2, 4, 24, 64, requires_grad=train) for _ in range(3))
+        weights = [torch.randn(4, requires_grad=train) for _ in range(3)]
+        with _autocast(autocast), torch.set_grad_enabled(train):
+            out = gfsa(q, k, v, *weights, K=3)
+        if train:
+            out.float().sum().backward()
+
+    yield "gfsa kernel d=64", kernel_step
+
+
+def _autocast(dtype):
+    import torch
+
+    return torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+def _record(quick: bool) -> tuple[list[dict], list[str]]:
+    """The distinct launches of every case, each with the cases that made it."""
+    import torch
+
+    seen: dict[str, dict] = {}
+    cases = []
+    for name, step in _steps(quick):
+        for autocast in (None, torch.bfloat16) if quick else (None, torch.bfloat16, torch.float16):
+            for train in (False, True):
+                case = f"{name}, {'train' if train else 'inference'}, " \
+                       f"{'float32' if autocast is None else str(autocast)[6:] + ' autocast'}"
+                launches: list[dict] = []
+                with _recording(launches):
+                    step(train, autocast)
+                cases.append(case)
+                for launch in launches:
+                    key = json.dumps(launch, sort_keys=True)
+                    seen.setdefault(key, {**launch, "cases": []})["cases"].append(case)
+    return list(seen.values()), cases
+
+
+# --- Compiling (without the interpreter) -----------------------------------------------------
+
+
+def _argument(description: dict):
+    import torch
+
+    if "tensor" in description:
+        dtype = getattr(torch, description["tensor"])
+        base = torch.zeros(64, dtype=dtype)
+        return base if description["aligned"] else base[1:]
+    return next(iter(description.values()))
+
+
+def _resources(cubin: bytes) -> dict:
+    """Registers, stack and local memory of the cubin's kernel, by Triton's ``cuobjdump``."""
+    from triton.backends.nvidia import __file__ as nvidia
+
+    tool = Path(nvidia).parent / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        text = subprocess.run([str(tool), "--dump-resource-usage", handle.name],
+                              capture_output=True, text=True, check=True).stdout
+    found = dict(re.findall(r"(REG|STACK|SHARED|LOCAL):(\d+)", text))
+    return {"registers": int(found.get("REG", 0)), "stack_bytes": int(found.get("STACK", 0)),
+            "local_bytes": int(found.get("LOCAL", 0))}
+
+
+def _compile_one(launch: dict, arch: int) -> dict:
+    import importlib
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    kernel = getattr(importlib.import_module(launch["module"]), launch["kernel"])
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    args = [_argument(arg) for arg in launch["args"]]
+    try:
+        bound, specialization, options = binder(*args, **launch["constants"])
+        options, signature, constants, attrs = kernel._pack_args(
+            backend, launch["constants"], bound, specialization, options)
+        compiled = triton.compile(ASTSource(kernel, signature, constants, attrs), target=target,
+                                  options=options.__dict__)
+    except Exception as err:  # the compiler's own errors are what is reported
+        first = str(err).strip().splitlines()
+        return {"compiled": False, "error": f"{type(err).__name__}: "
+                f"{' / '.join(line.strip() for line in first[-3:]) if first else ''}"}
+    shared = int(compiled.metadata.shared)
+    return {"compiled": True, "shared_bytes": shared, "num_warps": compiled.metadata.num_warps,
+            "fits": shared <= SHARED_MEMORY_LIMIT[arch], **_resources(compiled.asm["cubin"])}
+
+
+def _compile_all(path: Path) -> int:
+    """Compiles each distinct specialisation among the launches in ``path`` once per
+    architecture (launches that differ only in what the compiler does not specialise on, such
+    as a stride's value beyond its divisibility by 16, share one); writes back, per launch, the
+    index of its compilation."""
+    job = json.loads(path.read_text())
+    compilations: dict[str, int] = {}
+    results, launch_to_compilation = [], []
+    for launch in job["launches"]:
+        key = _specialisation(launch)
+        if key not in compilations:
+            compilations[key] = len(results)
+            results.append({arch: _compile_one(launch, arch) for arch in job["archs"]})
+        launch_to_compilation.append(compilations[key])
+    path.write_text(json.dumps({**job, "results": results, "compilation": launch_to_compilation}))
+    return 0
+
+
+def _specialisation(launch: dict) -> str:
+    """What Triton's compiler specialises ``launch`` on (on the newest architecture asked):
+    its kernel, the arguments' types and attributes, and the constants."""
+    import importlib
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    kernel = getattr(importlib.import_module(launch["module"]), launch["kernel"])
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    _, specialization, options = binder(*[_argument(arg) for arg in launch["args"]],
+                                        **launch["constants"])
+    return repr((launch["module"], launch["kernel"], specialization, options))
+
+
+# --- Report ----------------------------------------------------------------------------------
+
+
+def _commit(revision: dict) -> str:
+    commit = (revision["commit"] or "unknown")[:7]
+    return commit + (" (with changes not committed)" if revision["modified"] else "")
+
+
+def _signature(launch: dict) -> str:
+    dtypes = sorted({arg["tensor"] for arg in launch["args"] if "tensor" in arg})
+    constants = ", ".join(f"{name}={value}" for name, value in launch["constants"].items())
+    return f"{'/'.join(dtypes)}; {constants}"
+
+
+def _cell(one: dict) -> str:
+    if not one["compiled"]:
+        return f"**fails**: {one['error']}"
+    spilled = one["local_bytes"] + one["stack_bytes"]
+    return (f"{one['registers']} regs, " + (f"**{spilled} B spilled**" if spilled else "no spill")
+            + f", {one['shared_bytes'] / 1024:.1f} KiB shared"
+            + ("" if one["fits"] else " **over the limit**"))
+
+
+def _markdown(report: dict) -> str:
+    archs = report["archs"]
+    lines = [
+        "# Triton kernels compiled for NVIDIA GPUs",
+        "",
+        f"`{report['command']}` at commit {report['commit']}, Triton {report['triton']} "
+        f"(its own `ptxas`), on {report['machine']} (no GPU: compiled, not run). Each row is one "
+        f"distinct compilation among the launches of {len(report['cases'])} steps on CUDA's path "
+        f"({report['scope']}). Registers are per thread; spilled bytes are the stack and local "
+        "memory a thread uses beyond its registers; shared memory is per block, against the "
+        "architecture's limit.",
+        "",
+        f"**{report['compiled']} of {report['total']} compilations succeed**; "
+        f"{report['failed']} fail, {report['over_shared_limit']} need more shared memory than "
+        f"their architecture has, {report['spilling']} spill registers.",
+        "",
+        "| kernel | tensors; constants | steps (first of them) | "
+        + " | ".join(f"sm_{arch} ({GPU_NAMES[arch]})" for arch in archs) + " |",
+        "|---|---|---|" + "---|" * len(archs),
+    ]
+    for row in report["compilations"]:
+        cases = row["cases"]
+        lines.append(f"| `{row['kernel']}` | {row['signature']} | {len(cases)} ({cases[0]}) | "
+                     + " | ".join(_cell(row["results"][str(arch)]) for arch in archs) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _compilations(launches: list[dict], compiled: dict) -> list[dict]:
+    """One row per compilation: its kernel, signature, the steps that launch it, its results."""
+    rows: list[dict] = []
+    for launch, index in zip(launches, compiled["compilation"], strict=True):
+        if index == len(rows):
+            rows.append({"kernel": launch["kernel"], "module": launch["module"],
+                         "signature": _signature(launch), "args": launch["args"],
+                         "constants": launch["constants"], "cases": [],
+                         "results": compiled["results"][index]})
+        rows[index]["cases"] += [case for case in launch["cases"]
+                                 if case not in rows[index]["cases"]]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.compile is not None:
+        return _compile_all(args.compile)
+    if args.output is None:
+        parser.error("--output is required")
+    if args.output.exists() and not args.output.is_dir():
+        parser.error(f"--output {args.output} exists and is not a folder")
+    os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: kernels on the CPU
+    from filterformer.functional.triton_support import triton_available
+
+    if not triton_available():
+        print("compile_kernels.py: Triton is not installed (scripts/setup.sh --dev installs it)",
+              file=sys.stderr)
+        return 2
+    import triton
+
+    from filterformer.machine import cpu_name
+    from filterformer.provenance import source_revision
+
+    launches, cases = _record(args.quick)
+    archs = sorted(set(args.arch or [90]))
+    args.output.mkdir(parents=True, exist_ok=True)
+    job = args.output / "kernel_compilation.json"
+    job.write_text(json.dumps({"archs": archs, "launches": launches}))
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    subprocess.run([sys.executable, __file__, "--compile", str(job)], env=env, check=True)
+    rows = _compilations(launches, json.loads(job.read_text()))
+    outcomes = [one for row in rows for one in row["results"].values()]
+    report = {
+        "command": shlex.join(["python", "scripts/compile_kernels.py",
+                               *(sys.argv[1:] if argv is None else argv)]),
+        "commit": _commit(source_revision()), "triton": triton.__version__,
+        "machine": cpu_name(), "archs": archs, "scope": _scope(args.quick), "cases": cases,
+        "compilations": rows, "total": len(outcomes),
+        "compiled": sum(one["compiled"] for one in outcomes),
+        "failed": sum(not one["compiled"] for one in outcomes),
+        "over_shared_limit": sum(one["compiled"] and not one["fits"] for one in outcomes),
+        "spilling": sum(one["compiled"] and one["local_bytes"] + one["stack_bytes"] > 0
+                        for one in outcomes),
+    }
+    job.write_text(json.dumps(report, indent=1))
+    (args.output / "kernel_compilation.md").write_text(_markdown(report))
+    print(f"{report['compiled']} of {report['total']} compilations succeed; "
+          f"{report['over_shared_limit']} over the shared-memory limit; {report['spilling']} "
+          f"spill registers ({args.output / 'kernel_compilation.md'})")
+    return 1 if report["failed"] or report["over_shared_limit"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
