@@ -266,8 +266,9 @@ def test_passes_with_different_blocks_share_one_split_of_the_tokens(monkeypatch)
     into the same chunks, so the key statistics, the context and their gradients line up."""
     blocks = {"keys_forward": 16, "queries_forward": 64, "queries_backward": 32,
               "keys_backward": 16}
-    monkeypatch.setattr(agf_triton_module, "LAUNCH",
-                        {name: (rows, 4) for name, rows in blocks.items()})
+    for table in ("LAUNCH", "FLOAT32_LAUNCH"):  # half-precision and float32 products
+        monkeypatch.setattr(agf_triton_module, table,
+                            {name: (rows, 4) for name, rows in blocks.items()})
     tensors, mask = _inputs(2, 2, 150, 16, 16, 3, masked=True)
     grad_out = torch.randn(2, 2, 150, 16)
     _assert_equals_the_eager_layer(tensors, mask, grad_out)

@@ -17,9 +17,10 @@ from filterformer.functional.triton_support import triton_available
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "compile_kernels.py"
 KERNEL_MODULES = ("_agf_triton_kernels", "_gfsa_triton_kernels", "_samsa_triton_kernels")
-#: Register spills a thread may have in a bfloat16 launch (the GPU targets' precision): before
-#: the launch settings were chosen by this report, kernels spilled 2–3 KB a thread.
-SPILL_BOUND_BYTES = 128
+#: Register spills a thread may have, by the launch's precision: before the launch settings
+#: were chosen by this report, kernels spilled 2–3 KB a thread in bfloat16 (the GPU targets'
+#: precision) and 7–10 KB in float32 (products on the FMA units, which hold more a thread).
+SPILL_BOUND_BYTES = {"bfloat16": 128, "float32": 1024}
 
 pytestmark = pytest.mark.skipif(not triton_available(), reason="Triton is not installed")
 
@@ -60,8 +61,8 @@ def test_every_kernel_compiles_for_sm90_at_the_targets_widths(quick_report):
     for row in rows:
         one = row["results"]["90"]
         assert one["compiled"] and 0 < one["registers"] <= 255 and one["fits"], row
-        if "bfloat16" in row["signature"]:
-            assert one["local_bytes"] + one["stack_bytes"] <= SPILL_BOUND_BYTES, row
+        precision = "bfloat16" if "bfloat16" in row["signature"] else "float32"
+        assert one["local_bytes"] + one["stack_bytes"] <= SPILL_BOUND_BYTES[precision], row
     # Every step of the quick run launched something, and both precisions were compiled.
     assert len(report["cases"]) == len({case for row in rows for case in row["cases"]})
     assert any(row["signature"].startswith("float32;") for row in rows)

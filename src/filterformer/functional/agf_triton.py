@@ -48,6 +48,7 @@ from .triton_support import (
 
 __all__ = [
     "AGF_TRITON_MAX_HEAD_DIM",
+    "FLOAT32_LAUNCH",
     "LAUNCH",
     "SWITCH",
     "agf_layer_for",
@@ -164,10 +165,20 @@ def _strides_of_heads_last(x: Tensor) -> tuple[int, int, int]:
 #: at (64, 4) heads of 64 spill registers to local memory on sm_90 (queries' pass: about 2 KB
 #: a thread in bfloat16, 10 KB in float32), at these settings 24 B and 0 B in bfloat16
 #: (``scripts/compile_kernels.py`` reports each launch's registers and spills).
-#: ``scripts/gpu_tune_agf.py`` times alternatives on a GPU.
+#: ``scripts/gpu_tune_agf.py`` times alternatives on a GPU. These serve half-precision
+#: products (tensor cores); float32 products take :data:`FLOAT32_LAUNCH`.
 LAUNCH: dict[str, tuple[int, int]] = {
     "keys_forward": (64, 4),
     "queries_forward": (64, 4),
+    "queries_backward": (32, 8),
+    "keys_backward": (64, 8),
+}
+#: The launches where the products are float32: these run on the FMA units and hold more a
+#: thread; at :data:`LAUNCH`'s settings the forward passes spill up to 1.1 KB a thread on sm_90,
+#: at these none (the backward passes under 1 KB, from 10 KB and 8 KB at (64, 4)).
+FLOAT32_LAUNCH: dict[str, tuple[int, int]] = {
+    "keys_forward": (32, 8),
+    "queries_forward": (32, 8),
     "queries_backward": (32, 8),
     "keys_backward": (64, 8),
 }
@@ -176,11 +187,11 @@ LAUNCH: dict[str, tuple[int, int]] = {
 class _Geometry:
     """Shapes, block sizes and splits of one call."""
 
-    def __init__(self, q: Tensor, v: Tensor) -> None:
+    def __init__(self, q: Tensor, v: Tensor, half_products: bool) -> None:
         self.batch, self.heads, self.length, self.dim = q.shape
         self.dim_v = v.shape[-1]
         self.block_d, self.block_v = block_width(self.dim), block_width(self.dim_v)
-        self.launch = dict(LAUNCH)
+        self.launch = dict(LAUNCH if half_products else FLOAT32_LAUNCH)
         self.programs = self.batch * self.heads
         largest = max(rows for rows, _ in self.launch.values())
         self.chunk, self.splits = _chunks(self.length, largest, self.programs)
@@ -251,11 +262,11 @@ class _AGFLayer(torch.autograd.Function):
     def forward(ctx, q, k, v, logits, theta, mask, recursion, orthogonality, products_dtype,
                 basis, a, b):
         keys_fwd, queries_fwd, _, _ = _kernels()
-        geo = _Geometry(q, v)
         device = q.device
         f32 = torch.float32
         low = products_dtype if products_dtype is not None else f32
         kind = dot_kind(low)
+        geo = _Geometry(q, v, half_products=low != f32)
         has_mask = mask is not None
         mask_arg = _mask_argument(mask, q)
         P, T = geo.programs, geo.splits
