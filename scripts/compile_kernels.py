@@ -11,9 +11,11 @@ without padding; records each launch's specialisation (the arguments' dtypes and
 integers' values, the constants); and compiles every distinct one, in a process without the
 interpreter, for each architecture asked (``--arch 90``: H100, ``80``: A100) down to its
 ``cubin`` with the ``ptxas`` that Triton ships. For each it reports the registers a thread uses,
-bytes spilled to local memory, and the shared memory a block needs against the architecture's
-limit. Writes DIR/kernel_compilation.json and DIR/kernel_compilation.md; exits 1 when any launch
-fails to compile or needs more shared memory than its architecture has, 2 on bad arguments.
+bytes spilled to local memory, the shared memory a block needs against the architecture's
+limit, and whether its products run on tensor cores. ``--quick`` records at D=128, h=2 in
+float32 and bfloat16 only (every kernel is still launched). Writes DIR/kernel_compilation.json
+and DIR/kernel_compilation.md; exits 1 when any launch fails to compile or needs more shared
+memory than its architecture has, 2 on bad arguments (or without Triton).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -48,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true",
                         help="D=128, h=2 only, float32 and bfloat16 autocast (every kernel still "
                              "launched)")
+    parser.add_argument("--triton", type=Path,
+                        help="a folder holding another Triton to compile with (`pip install "
+                             "--target DIR triton==3.6.0`, the one torch 2.11 requires); the "
+                             "launches are still recorded in the installed one's interpreter")
     parser.add_argument("--compile", type=Path, help=argparse.SUPPRESS)
     return parser
 
@@ -72,17 +79,24 @@ def _describe(value) -> dict:
 
 
 @contextmanager
-def _recording(launches: list[dict]) -> Iterator[None]:
+def _recording(launches: list[dict], failures: list[dict]) -> Iterator[None]:
     """Every method's kernels allowed on the CPU's tensors, each launch described in
-    ``launches`` before it runs in the interpreter."""
+    ``launches`` before it runs in the interpreter; a launch the interpreter fails (the method
+    then takes its other path) is described in ``failures`` too, with its error."""
     from filterformer.functional import agf_triton, gfsa_triton, samsa_triton
 
     def recorded(launch, kernel, grid, *args, **kwargs):
         constants = {name: _INTERPRETED_DOT_KINDS.get(value, value) if name == "DOT_KIND"
                      else value for name, value in kwargs.items()}
-        launches.append({"module": kernel.fn.__module__, "kernel": kernel.fn.__name__,
-                         "args": [_describe(arg) for arg in args], "constants": constants})
-        return launch(kernel, grid, *args, **kwargs)
+        described = {"module": kernel.fn.__module__, "kernel": kernel.fn.__name__,
+                     "args": [_describe(arg) for arg in args], "constants": constants}
+        launches.append(described)
+        try:
+            return launch(kernel, grid, *args, **kwargs)
+        except Exception as err:
+            failures.append({**described, "error": str(err).splitlines()[0] if str(err) else
+                             type(err).__name__})
+            raise
 
     with ExitStack() as stack:
         for module in (agf_triton, samsa_triton, gfsa_triton):
@@ -155,25 +169,30 @@ def _autocast(dtype):
     return torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
-def _record(quick: bool) -> tuple[list[dict], list[str]]:
-    """The distinct launches of every case, each with the cases that made it."""
+def _record(quick: bool) -> tuple[list[dict], list[str], list[dict]]:
+    """The distinct launches of every case, each with the cases that made it; the steps; and
+    the launches the interpreter failed, each with its case and error."""
     import torch
 
     seen: dict[str, dict] = {}
-    cases = []
+    cases: list[str] = []
+    failures: list[dict] = []
     for name, step in _steps(quick):
         for autocast in (None, torch.bfloat16) if quick else (None, torch.bfloat16, torch.float16):
             for train in (False, True):
                 case = f"{name}, {'train' if train else 'inference'}, " \
                        f"{'float32' if autocast is None else str(autocast)[6:] + ' autocast'}"
                 launches: list[dict] = []
-                with _recording(launches):
+                failed: list[dict] = []
+                with warnings.catch_warnings(), _recording(launches, failed):
+                    warnings.simplefilter("ignore", RuntimeWarning)  # the failures are kept
                     step(train, autocast)
                 cases.append(case)
+                failures += [{**failure, "case": case} for failure in failed]
                 for launch in launches:
                     key = json.dumps(launch, sort_keys=True)
                     seen.setdefault(key, {**launch, "cases": []})["cases"].append(case)
-    return list(seen.values()), cases
+    return list(seen.values()), cases, failures
 
 
 # --- Compiling (without the interpreter) -----------------------------------------------------
@@ -228,8 +247,11 @@ def _compile_one(launch: dict, arch: int) -> dict:
         return {"compiled": False, "error": f"{type(err).__name__}: "
                 f"{' / '.join(line.strip() for line in first[-3:]) if first else ''}"}
     shared = int(compiled.metadata.shared)
+    ptx = compiled.asm["ptx"]
     return {"compiled": True, "shared_bytes": shared, "num_warps": compiled.metadata.num_warps,
-            "fits": shared <= SHARED_MEMORY_LIMIT[arch], **_resources(compiled.asm["cubin"])}
+            "fits": shared <= SHARED_MEMORY_LIMIT[arch],
+            "tensor_core_instructions": ptx.count("wgmma.mma_async") + ptx.count("mma.sync"),
+            **_resources(compiled.asm["cubin"])}
 
 
 def _compile_all(path: Path) -> int:
@@ -246,7 +268,10 @@ def _compile_all(path: Path) -> int:
             compilations[key] = len(results)
             results.append({arch: _compile_one(launch, arch) for arch in job["archs"]})
         launch_to_compilation.append(compilations[key])
-    path.write_text(json.dumps({**job, "results": results, "compilation": launch_to_compilation}))
+    import triton
+
+    path.write_text(json.dumps({**job, "results": results, "compilation": launch_to_compilation,
+                                "triton": triton.__version__}))
     return 0
 
 
@@ -287,7 +312,8 @@ def _cell(one: dict) -> str:
     spilled = one["local_bytes"] + one["stack_bytes"]
     return (f"{one['registers']} regs, " + (f"**{spilled} B spilled**" if spilled else "no spill")
             + f", {one['shared_bytes'] / 1024:.1f} KiB shared"
-            + ("" if one["fits"] else " **over the limit**"))
+            + ("" if one["fits"] else " **over the limit**")
+            + (", tensor cores" if one["tensor_core_instructions"] else ""))
 
 
 def _markdown(report: dict) -> str:
@@ -295,12 +321,15 @@ def _markdown(report: dict) -> str:
     lines = [
         "# Triton kernels compiled for NVIDIA GPUs",
         "",
-        f"`{report['command']}` at commit {report['commit']}, Triton {report['triton']} "
-        f"(its own `ptxas`), on {report['machine']} (no GPU: compiled, not run). Each row is one "
+        f"`{report['command']}` at commit {report['commit']}, compiled by Triton "
+        f"{report['triton']} (its own `ptxas`; launches recorded in Triton "
+        f"{report['recorded_with_triton']}'s interpreter), on {report['machine']} (no GPU: "
+        "compiled, not run). Each row is one "
         f"distinct compilation among the launches of {len(report['cases'])} steps on CUDA's path "
         f"({report['scope']}). Registers are per thread; spilled bytes are the stack and local "
         "memory a thread uses beyond its registers; shared memory is per block, against the "
-        "architecture's limit.",
+        "architecture's limit; \"tensor cores\" marks a launch whose products run on them "
+        "(`wgmma` or `mma` instructions; the others' run on the FMA units, where they have any).",
         "",
         f"**{report['compiled']} of {report['total']} compilations succeed**; "
         f"{report['failed']} fail, {report['over_shared_limit']} need more shared memory than "
@@ -310,6 +339,12 @@ def _markdown(report: dict) -> str:
         + " | ".join(f"sm_{arch} ({GPU_NAMES[arch]})" for arch in archs) + " |",
         "|---|---|---|" + "---|" * len(archs),
     ]
+    if report["interpreter_failures"]:
+        lines[6:6] = [f"**{len(report['interpreter_failures'])} launches failed in the "
+                      "interpreter while recording** (the method then took its other path, so "
+                      "the step's later launches are missing):", ""] + [
+            f"- `{failure['kernel']}` ({failure['case']}): {failure['error']}"
+            for failure in report["interpreter_failures"]] + [""]
     for row in report["compilations"]:
         cases = row["cases"]
         lines.append(f"| `{row['kernel']}` | {row['signature']} | {len(cases)} ({cases[0]}) | "
@@ -340,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--output is required")
     if args.output.exists() and not args.output.is_dir():
         parser.error(f"--output {args.output} exists and is not a folder")
+    if args.triton is not None and not (args.triton / "triton" / "__init__.py").is_file():
+        parser.error(f"--triton {args.triton} holds no Triton (a folder made by "
+                     "`pip install --target DIR triton==X`)")
     os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: kernels on the CPU
     from filterformer.functional.triton_support import triton_available
 
@@ -352,20 +390,26 @@ def main(argv: list[str] | None = None) -> int:
     from filterformer.machine import cpu_name
     from filterformer.provenance import source_revision
 
-    launches, cases = _record(args.quick)
+    launches, cases, interpreter_failures = _record(args.quick)
     archs = sorted(set(args.arch or [90]))
     args.output.mkdir(parents=True, exist_ok=True)
     job = args.output / "kernel_compilation.json"
     job.write_text(json.dumps({"archs": archs, "launches": launches}))
     env = {**os.environ, "TRITON_INTERPRET": "0"}
+    if args.triton is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(args.triton.resolve()), *filter(None, [env.get("PYTHONPATH")])])
     subprocess.run([sys.executable, __file__, "--compile", str(job)], env=env, check=True)
-    rows = _compilations(launches, json.loads(job.read_text()))
+    compiled = json.loads(job.read_text())
+    rows = _compilations(launches, compiled)
     outcomes = [one for row in rows for one in row["results"].values()]
     report = {
         "command": shlex.join(["python", "scripts/compile_kernels.py",
                                *(sys.argv[1:] if argv is None else argv)]),
-        "commit": _commit(source_revision()), "triton": triton.__version__,
-        "machine": cpu_name(), "archs": archs, "scope": _scope(args.quick), "cases": cases,
+        "commit": _commit(source_revision()), "recorded_with_triton": triton.__version__,
+        "triton": compiled["triton"], "machine": cpu_name(), "archs": archs,
+        "scope": _scope(args.quick), "cases": cases,
+        "interpreter_failures": interpreter_failures,
         "compilations": rows, "total": len(outcomes),
         "compiled": sum(one["compiled"] for one in outcomes),
         "failed": sum(not one["compiled"] for one in outcomes),
@@ -378,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{report['compiled']} of {report['total']} compilations succeed; "
           f"{report['over_shared_limit']} over the shared-memory limit; {report['spilling']} "
           f"spill registers ({args.output / 'kernel_compilation.md'})")
-    return 1 if report["failed"] or report["over_shared_limit"] else 0
+    if interpreter_failures:
+        print(f"{len(interpreter_failures)} launches failed in Triton's interpreter while "
+              "recording (the report lists them)", file=sys.stderr)
+    return 1 if report["failed"] or report["over_shared_limit"] or interpreter_failures else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import pytest
 
 from filterformer.functional.triton_support import triton_available
 
+from .triton_interpreter import FakeTritonError
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "compile_kernels.py"
 KERNEL_MODULES = ("_agf_triton_kernels", "_gfsa_triton_kernels", "_samsa_triton_kernels")
@@ -63,6 +65,10 @@ def test_every_kernel_compiles_for_sm90_at_the_targets_widths(quick_report):
         assert one["compiled"] and 0 < one["registers"] <= 255 and one["fits"], row
         precision = "bfloat16" if "bfloat16" in row["signature"] else "float32"
         assert one["local_bytes"] + one["stack_bytes"] <= SPILL_BOUND_BYTES[precision], row
+        # Half-precision products (DOT_KIND 1, 2) run on tensor cores, float32 ones (0) do not.
+        if "DOT_KIND" in row["constants"]:
+            half = row["constants"]["DOT_KIND"] in (1, 2)
+            assert (one["tensor_core_instructions"] > 0) == half, row
     # Every step of the quick run launched something, and both precisions were compiled.
     assert len(report["cases"]) == len({case for row in rows for case in row["cases"]})
     assert any(row["signature"].startswith("float32;") for row in rows)
@@ -89,6 +95,55 @@ def test_a_kernel_that_does_not_compile_is_reported_with_the_compilers_error(qui
     failed, compiled_one = (result["90"] for result in compiled["results"])
     assert not failed["compiled"] and "bf16" in failed["error"]
     assert compiled_one["compiled"] and compiled_one["registers"] > 0
+
+
+def _script_module():
+    spec = importlib.util.spec_from_file_location("compile_kernels", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _KernelTheInterpreterFails:
+    """Stands for a Triton kernel (``kernel.fn`` names it) whose launch fails as Triton's do."""
+
+    def __init__(self, kernel):
+        self.fn = kernel.fn
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            raise FakeTritonError("interpreter failure")
+
+        return launch
+
+
+def test_a_launch_the_interpreter_fails_is_kept_with_its_error(monkeypatch):
+    """While recording, a kernel the interpreter fails is a finding: the method falls back (so
+    the step's result stands) and the launch is listed with its error."""
+    import torch
+
+    from filterformer.functional import gfsa_combine, gfsa_triton
+
+    forward, backward = gfsa_triton._kernels()
+    monkeypatch.setattr(gfsa_triton, "_kernels",
+                        lambda: (_KernelTheInterpreterFails(forward), backward))
+    monkeypatch.setattr(gfsa_triton.SWITCH, "failed", False)
+    terms = [torch.randn(2, 3, 10, 16) for _ in range(3)]
+    weights = [torch.randn(3) for _ in range(3)]
+    expected = gfsa_combine(*terms, *weights, K=3)
+    launches, failures = [], []
+    with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"), \
+            _script_module()._recording(launches, failures):
+        found = gfsa_combine(*terms, *weights, K=3)
+    torch.testing.assert_close(found, expected)
+    assert [launch["kernel"] for launch in launches] == ["gfsa_combine_forward"]
+    (failure,) = failures
+    assert "interpreter failure" in failure.pop("error") and failure == launches[0]
+
+
+def test_a_triton_folder_without_triton_is_refused_by_name(tmp_path):
+    result = _run("--output", str(tmp_path / "out"), "--triton", str(tmp_path))
+    assert result.returncode == 2 and "--triton" in result.stderr and str(tmp_path) in result.stderr
 
 
 def test_output_that_is_a_file_is_refused_by_name(tmp_path):
