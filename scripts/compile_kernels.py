@@ -111,6 +111,16 @@ def _recording(launches: list[dict], failures: list[dict]) -> Iterator[None]:
 WIDTHS = ((768, 12), (128, 2))
 
 
+#: The methods' modules recorded, by name: ``(method, options)``.
+METHODS = {
+    "gfsa": {}, "agf": {}, "agf without regulariser": {"orthogonality_weight": 0.0},
+    "samsa hard": {"mode": "hard", "num_samples": 8},
+    "samsa soft": {"mode": "soft", "num_samples": 8},
+}
+#: Sequence lengths at which each kernel's compilations are counted: multiples of 16 and not.
+LENGTHS = (17, 33, 48, 64, 100, 127, 160, 256)
+
+
 def _scope(quick: bool) -> str:
     widths = " and ".join(f"D={dim}, h={heads}" for dim, heads in WIDTHS[quick:])
     dtypes = "float32 and bfloat16 autocast" if quick else \
@@ -128,13 +138,8 @@ def _steps(quick: bool) -> Iterator[tuple[str, object]]:
     from filterformer.attention import build_attention
     from filterformer.functional import gfsa
 
-    methods = {
-        "gfsa": {}, "agf": {}, "agf without regulariser": {"orthogonality_weight": 0.0},
-        "samsa hard": {"mode": "hard", "num_samples": 8},
-        "samsa soft": {"mode": "soft", "num_samples": 8},
-    }
     for dim, heads in WIDTHS[quick:]:
-        for name, options in methods.items():
+        for name, options in METHODS.items():
             method = name.split()[0]
             for padded in (False, True):
                 module = build_attention(method, dim, heads, **options)
@@ -193,6 +198,47 @@ def _record(quick: bool) -> tuple[list[dict], list[str], list[dict]]:
                     key = json.dumps(launch, sort_keys=True)
                     seen.setdefault(key, {**launch, "cases": []})["cases"].append(case)
     return list(seen.values()), cases, failures
+
+
+def _length_sweep() -> tuple[list[dict], list[dict]]:
+    """The launches of each method's module at D=128, h=2 under bfloat16 autocast, in training
+    and evaluation, at each of :data:`LENGTHS`, each tagged with its ``step`` and ``length``;
+    and the launches the interpreter failed."""
+    import torch
+
+    from filterformer.attention import build_attention
+
+    launches: list[dict] = []
+    failures: list[dict] = []
+    for name, options in METHODS.items():
+        module = build_attention(name.split()[0], 128, 2, **options)
+        for train in (False, True):
+            module.train(train)
+            step = f"{name}, {'train' if train else 'inference'}"
+            for length in LENGTHS:
+                found: list[dict] = []
+                with warnings.catch_warnings(), _recording(found, failures), \
+                        _autocast(torch.bfloat16), torch.set_grad_enabled(train):
+                    warnings.simplefilter("ignore", RuntimeWarning)  # the failures are kept
+                    out = module(torch.randn(1, length, 128, requires_grad=train))
+                    if train:
+                        out.float().sum().backward()
+                launches += [{**launch, "step": step, "length": length} for launch in found]
+    return launches, failures
+
+
+def _recompilations(sweep: list[dict], keys: list[str]) -> list[dict]:
+    """Per kernel and step of the sweep: the lengths it ran at and its distinct compilations."""
+    groups: dict[tuple[str, str], dict] = {}
+    for launch, key in zip(sweep, keys, strict=True):
+        group = groups.setdefault((launch["kernel"], launch["step"]),
+                                  {"kernel": launch["kernel"], "step": launch["step"],
+                                   "lengths": [], "keys": set()})
+        if launch["length"] not in group["lengths"]:
+            group["lengths"].append(launch["length"])
+        group["keys"].add(key)
+    return [{"kernel": group["kernel"], "step": group["step"], "lengths": group["lengths"],
+             "compilations": len(group.pop("keys"))} for group in groups.values()]
 
 
 # --- Compiling (without the interpreter) -----------------------------------------------------
@@ -254,24 +300,38 @@ def _compile_one(launch: dict, arch: int) -> dict:
             **_resources(compiled.asm["cubin"])}
 
 
+def _compile_for_archs(launch: dict, archs: list[int]) -> dict:
+    return {arch: _compile_one(launch, arch) for arch in archs}
+
+
 def _compile_all(path: Path) -> int:
     """Compiles each distinct specialisation among the launches in ``path`` once per
     architecture (launches that differ only in what the compiler does not specialise on, such
-    as a stride's value beyond its divisibility by 16, share one); writes back, per launch, the
-    index of its compilation."""
+    as a stride's value beyond its divisibility by 16, share one), on every CPU core; writes
+    back, per launch, the index of its compilation."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import triton
+
     job = json.loads(path.read_text())
     compilations: dict[str, int] = {}
-    results, launch_to_compilation = [], []
+    distinct, launch_to_compilation = [], []
     for launch in job["launches"]:
         key = _specialisation(launch)
         if key not in compilations:
-            compilations[key] = len(results)
-            results.append({arch: _compile_one(launch, arch) for arch in job["archs"]})
+            compilations[key] = len(distinct)
+            distinct.append(launch)
         launch_to_compilation.append(compilations[key])
-    import triton
-
-    path.write_text(json.dumps({**job, "results": results, "compilation": launch_to_compilation,
-                                "triton": triton.__version__}))
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_compile_for_archs, distinct,
+                                [job["archs"]] * len(distinct)))
+    path.write_text(json.dumps({
+        **job, "results": results, "compilation": launch_to_compilation,
+        "sweep_keys": [_specialisation(launch) for launch in job.get("sweep", [])],
+        "triton": triton.__version__,
+    }))
     return 0
 
 
@@ -349,6 +409,21 @@ def _markdown(report: dict) -> str:
         cases = row["cases"]
         lines.append(f"| `{row['kernel']}` | {row['signature']} | {len(cases)} ({cases[0]}) | "
                      + " | ".join(_cell(row["results"][str(arch)]) for arch in archs) + " |")
+    lengths = ", ".join(map(str, report["lengths"]))
+    most = max(group["compilations"] for group in report["recompilations"])
+    lines += [
+        "",
+        "## Compilations across sequence lengths",
+        "",
+        f"Each method's module at D=128, h=2, bfloat16 autocast, run at N = {lengths}: the "
+        "distinct compilations Triton makes of each kernel (it specialises integer arguments on "
+        "their divisibility by 16, never on their value). At most "
+        f"{most} per kernel and step; {report['compiled_per_length']} compile once per length.",
+        "",
+        "| kernel | step | lengths run | compilations |",
+        "|---|---|---:|---:|",
+    ] + [f"| `{group['kernel']}` | {group['step']} | {len(group['lengths'])} | "
+         f"{group['compilations']} |" for group in report["recompilations"]]
     return "\n".join(lines) + "\n"
 
 
@@ -391,11 +466,15 @@ def main(argv: list[str] | None = None) -> int:
     from filterformer.provenance import source_revision
 
     launches, cases, interpreter_failures = _record(args.quick)
+    sweep, sweep_failures = _length_sweep()
+    interpreter_failures += [{**failure, "case": "the sweep over lengths"}
+                             for failure in sweep_failures]
     archs = sorted(set(args.arch or [90]))
     args.output.mkdir(parents=True, exist_ok=True)
     job = args.output / "kernel_compilation.json"
-    job.write_text(json.dumps({"archs": archs, "launches": launches}))
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    job.write_text(json.dumps({"archs": archs, "launches": launches, "sweep": sweep}))
+    # Floating-point fusion as GPUs' Triton (3.6 with torch 2.11) compiles: on, its default.
+    env = {"TRITON_DEFAULT_FP_FUSION": "1", **os.environ, "TRITON_INTERPRET": "0"}
     if args.triton is not None:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(args.triton.resolve()), *filter(None, [env.get("PYTHONPATH")])])
@@ -403,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     compiled = json.loads(job.read_text())
     rows = _compilations(launches, compiled)
     outcomes = [one for row in rows for one in row["results"].values()]
+    recompilations = _recompilations(sweep, compiled["sweep_keys"])
+    per_length = [group for group in recompilations
+                  if len(group["lengths"]) > 2 and group["compilations"] == len(group["lengths"])]
     report = {
         "command": shlex.join(["python", "scripts/compile_kernels.py",
                                *(sys.argv[1:] if argv is None else argv)]),
@@ -416,6 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         "over_shared_limit": sum(one["compiled"] and not one["fits"] for one in outcomes),
         "spilling": sum(one["compiled"] and one["local_bytes"] + one["stack_bytes"] > 0
                         for one in outcomes),
+        "lengths": list(LENGTHS), "recompilations": recompilations,
+        "compiled_per_length": len(per_length),
     }
     job.write_text(json.dumps(report, indent=1))
     (args.output / "kernel_compilation.md").write_text(_markdown(report))
@@ -425,7 +509,11 @@ def main(argv: list[str] | None = None) -> int:
     if interpreter_failures:
         print(f"{len(interpreter_failures)} launches failed in Triton's interpreter while "
               "recording (the report lists them)", file=sys.stderr)
-    return 1 if report["failed"] or report["over_shared_limit"] or interpreter_failures else 0
+    if per_length:
+        print(f"{len(per_length)} kernels compile once per sequence length (the report lists "
+              "them)", file=sys.stderr)
+    return 1 if (report["failed"] or report["over_shared_limit"] or interpreter_failures
+                 or per_length) else 0
 
 
 if __name__ == "__main__":
