@@ -84,12 +84,16 @@ def test_every_kernel_compiles_for_sm90_at_the_targets_widths(quick_report):
     assert "sm_90 (H100 / H200)" in table and report["machine"] in table
 
 
-def test_a_kernel_that_does_not_compile_is_reported_with_the_compilers_error(quick_report,
-                                                                            tmp_path):
-    tensor = {"tensor": "bfloat16", "aligned": True}
-    broken = {"module": "tests.functional.kernel_that_does_not_compile",
-              "kernel": "exp_of_bfloat16", "args": [tensor, tensor, {"int": 100}],
-              "constants": {"BLOCK": 128}}
+@pytest.mark.parametrize(("kernel", "dtype", "message"), [
+    ("exp_of_bfloat16", "bfloat16", "bf16"),
+    ("reads_a_global", "float32", "global variable LOWEST"),
+])
+def test_a_kernel_that_does_not_compile_is_reported_with_the_compilers_error(
+    quick_report, tmp_path, kernel, dtype, message
+):
+    tensor = {"tensor": dtype, "aligned": True}
+    broken = {"module": "tests.functional.kernel_that_does_not_compile", "kernel": kernel,
+              "args": [tensor, tensor, {"int": 100}], "constants": {"BLOCK": 128}}
     working = next({key: row[key] for key in ("module", "kernel", "args", "constants")}
                    for row in quick_report[0]["compilations"])
     job = tmp_path / "job.json"
@@ -101,7 +105,7 @@ def test_a_kernel_that_does_not_compile_is_reported_with_the_compilers_error(qui
     compiled = json.loads(job.read_text())
     assert compiled["compilation"] == [0, 1]
     failed, compiled_one = (result["90"] for result in compiled["results"])
-    assert not failed["compiled"] and "bf16" in failed["error"]
+    assert not failed["compiled"] and message in failed["error"]
     assert compiled_one["compiled"] and compiled_one["registers"] > 0
 
 
