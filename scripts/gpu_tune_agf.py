@@ -26,15 +26,15 @@ CANDIDATES = [(16, 4), (32, 4), (32, 8), (64, 4), (64, 8), (128, 8)]
 SHAPES = [(32, 512, True), (8, 4096, False), (2, 16384, False)]  # (B, N, padding mask)
 
 
-def _inputs(batch: int, length: int, masked: bool):
-    heads, dim = 12, 64
-    joint = torch.randn(batch, length, 4, heads, dim, device="cuda", dtype=torch.bfloat16)
+def _inputs(batch: int, length: int, masked: bool, device: str = "cuda", heads: int = 12,
+            dim: int = 64):
+    joint = torch.randn(batch, length, 4, heads, dim, device=device, dtype=torch.bfloat16)
     q, k, v, logits = (joint[:, :, i].transpose(1, 2).requires_grad_() for i in range(4))
-    p = torch.zeros(5, device="cuda", requires_grad=True)
+    p = torch.zeros(5, device=device, requires_grad=True)
     mask = None
     if masked:
-        lengths = torch.randint(length // 2, length + 1, (batch,), device="cuda")
-        mask = torch.arange(length, device="cuda")[None, :] < lengths[:, None]
+        lengths = torch.randint(length // 2, length + 1, (batch,), device=device)
+        mask = torch.arange(length, device=device)[None, :] < lengths[:, None]
     return q, k, v, logits, p, mask
 
 
@@ -95,6 +95,7 @@ def _table(settings: dict[str, dict[str, tuple[int, int]]], training: bool, args
         cells = [f"{medians[label]:.3f} ({medians[label] / medians['current']:.2f})"
                  for label in settings]
         print(f"| {batch} | {length} | {masked} | " + " | ".join(cells) + " |")
+
 
 if __name__ == "__main__":
     main()

@@ -109,6 +109,20 @@ def test_the_agf_module_takes_the_kernels_on_cuda(cuda_device, monkeypatch):
         assert _relative(param.grad.cpu(), ref_param.grad) < 1e-4, name
 
 
+def test_agf_trains_after_an_evaluation_under_inference_mode(cuda_device):
+    """The kernels' recursion table, cached per device, made first under inference mode (as a
+    validation loop in ``torch.inference_mode()`` does), still serves a training step."""
+    agf_triton_module._device_recursion.cache_clear()
+    layer = build_attention("agf", dim=64, num_heads=4, K=4).to(cuda_device)
+    x = torch.randn(2, 10, 64, device=cuda_device)
+    with torch.inference_mode():
+        evaluated = layer.eval()(x)
+    out = layer.train()(x.clone().requires_grad_())
+    out.square().sum().backward()
+    assert torch.isfinite(evaluated).all()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in layer.parameters())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_samsa_kernel_equals_float64(cuda_device, dtype):
     batch, heads, length, dim, supports, samples = 3, 4, 777, 64, 512, 256

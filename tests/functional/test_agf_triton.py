@@ -255,6 +255,24 @@ def test_second_derivatives_equal_the_eager_layer():
         assert _relative(got.detach(), want) < 1e-4
 
 
+def test_training_after_an_evaluation_under_inference_mode():
+    """The recursion table is cached per device: one made under ``torch.inference_mode()``
+    (evaluation, as Lightning's validation runs) must still be savable for a training step's
+    backward."""
+    agf_triton_module._device_recursion.cache_clear()
+    tensors, mask = _inputs(1, 2, 20, 16, 16, 4, masked=True)
+    with torch.inference_mode():
+        agf_triton_layer(*tensors[:4], agf_coefficients(tensors[4]), mask)
+    leaves = [t.clone().requires_grad_() for t in tensors]
+    out, reg = agf_triton_layer(*leaves[:4], agf_coefficients(leaves[4]), mask)
+    found = torch.autograd.grad(out.square().sum() + reg, leaves)
+    doubles = [t.double().requires_grad_() for t in tensors]
+    out, reg = agf_layer.eager(*doubles[:4], agf_coefficients(doubles[4]), mask)
+    for got, want in zip(found, torch.autograd.grad(out.square().sum() + reg, doubles),
+                         strict=True):
+        assert _relative(got, want) < 1e-4
+
+
 def test_float64_inputs_are_refused_by_name():
     q = torch.randn(1, 2, 8, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match="float64"):

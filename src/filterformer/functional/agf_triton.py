@@ -103,8 +103,11 @@ def agf_triton_applies(q: Tensor, k: Tensor, v: Tensor) -> bool:
 @functools.lru_cache(maxsize=64)
 def _device_recursion(K: int, basis: str, a: float, b: float, device: torch.device) -> Tensor:
     """:func:`polynomial_recursion` in float32 on ``device``, made once: a copy from the host
-    every call would make the host wait for the GPU to reach it."""
-    return polynomial_recursion(K, basis, a, b).to(device=device, dtype=torch.float32)
+    every call would make the host wait for the GPU to reach it. Made outside inference mode,
+    so that a training step may save it for its backward after an evaluation under
+    ``torch.inference_mode()`` made it."""
+    with torch.inference_mode(False):
+        return polynomial_recursion(K, basis, a, b).to(device=device, dtype=torch.float32)
 
 
 @functools.cache
