@@ -5,7 +5,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._triton_primitives import tile
+from ._triton_primitives import head_block, tile
 
 
 @triton.jit
@@ -32,10 +32,7 @@ def gfsa_combine_forward(
 ):
     """Per (sample, head) and block of tokens: ``w0·V + a·Y1 + c·Y2`` in float32, stored in
     OUT's dtype."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    b, hh, rows = head_block(H, BLOCK_N)
     offs = tl.arange(0, BLOCK_D)
     valid = (rows < N)[:, None] & (offs < D)[None, :]
     w0, a, c = _weights(W0, W1, WK, hh, first_factor, last_factor)
@@ -56,11 +53,8 @@ def gfsa_combine_backward(
     """Per (sample, head) and block of tokens: the terms' gradients ``w0·G``, ``a·G`` and
     ``c·G``, and the block's share of the coefficients' gradients (``Σ G⊙V``, ``Σ G⊙Y1`` and
     ``first_factor·Σ G⊙Y1 + last_factor·Σ G⊙Y2``), stored at PARTIAL's three planes."""
-    bh = tl.program_id(0)
+    b, hh, rows = head_block(H, BLOCK_N)
     block = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = block * BLOCK_N + tl.arange(0, BLOCK_N)
     offs = tl.arange(0, BLOCK_D)
     valid = (rows < N)[:, None] & (offs < D)[None, :]
     w0, a, c = _weights(W0, W1, WK, hh, first_factor, last_factor)
@@ -73,7 +67,7 @@ def gfsa_combine_backward(
                       axis=0)
     to_last = tl.sum(tl.sum(g * tile(Y2 + b * s2b + hh * s2h, rows, s2n, offs, valid), axis=1),
                      axis=0)
-    at = PARTIAL + bh.to(tl.int64) * blocks + block
+    at = PARTIAL + (b * H + hh) * blocks + block
     tl.store(at, to_v)
     tl.store(at + partial_stride, to_first)
     tl.store(at + 2 * partial_stride, first_factor * to_first + last_factor * to_last)

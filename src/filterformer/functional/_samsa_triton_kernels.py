@@ -5,7 +5,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._triton_primitives import dot, tile
+from ._triton_primitives import dot, head_block, tile
 
 
 @triton.jit
@@ -34,10 +34,7 @@ def samsa_sampled_attention(
     """Per (sample, head) and block of queries: softmax attention to the S candidates at INDEX,
     each gathered from the tokens' keys and values or the support tokens', by a running
     maximum over blocks of candidates."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b, hh, rows = head_block(H, BLOCK_M)
     inside = rows < N
     offs_d = tl.arange(0, BLOCK_D)
     offs_v = tl.arange(0, BLOCK_DV)
@@ -130,10 +127,7 @@ def _candidate_block(INDEX, H, M, D, DV, sib, sih, BLOCK_M: tl.constexpr, BLOCK_
     """A gather program's sample b and head hh, its block of M candidate rows (and which are
     valid), the feature offsets of keys and values (and which are inside D and DV), and the
     rows' indices."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b, hh, rows = head_block(H, BLOCK_M)
     valid = rows < M
     offs_d = tl.arange(0, BLOCK_D)
     offs_v = tl.arange(0, BLOCK_DV)
@@ -226,10 +220,7 @@ def samsa_sample_backward(
     ``Σ_m (1 − P[m, v]) / k · G[m]`` added to DXB[v] (float32 zeros before the launch).
     ``DOT_KIND`` is the precision of ``G·X_bot``: G's and X_bot's own where they share a half
     precision (their products are then exact, accumulated in float32), float32 otherwise."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b, hh, rows = head_block(H, BLOCK_M)
     row_valid = rows < K
     offs = tl.arange(0, BLOCK_C)
     features = offs < C
@@ -275,10 +266,7 @@ def samsa_soft_sample(
     """Per (sample, head) and block of chosen rows m: the soft sample
     ``mean_v P[m, v] · X_top[m] + Σ_v (1 − P[m, v]) / k · X_bot[v]``, in float32, stored in
     OUT's dtype."""
-    bh = tl.program_id(0)
-    b = (bh // H).to(tl.int64)
-    hh = (bh % H).to(tl.int64)
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    b, hh, rows = head_block(H, BLOCK_M)
     row_valid = rows < K
     offs = tl.arange(0, BLOCK_C)
     features = offs < C

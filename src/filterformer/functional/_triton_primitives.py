@@ -30,3 +30,12 @@ def tile(base, rows, stride_n, offs, valid):
     """A ``(rows, width)`` tile in float32, 0 where not ``valid``."""
     ptrs = base + rows[:, None].to(tl.int64) * stride_n + offs[None, :]
     return tl.load(ptrs, mask=valid, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def head_block(H, BLOCK: tl.constexpr):
+    """A program over ``(B·h, blocks)``: its sample b and head hh (int64, for offsets) and its
+    block of BLOCK rows."""
+    bh = tl.program_id(0)
+    rows = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    return (bh // H).to(tl.int64), (bh % H).to(tl.int64), rows
