@@ -111,7 +111,7 @@ def _recording(launches: list[dict], failures: list[dict]) -> Iterator[None]:
 WIDTHS = ((768, 12), (128, 2))
 
 
-#: The methods' modules recorded, by name: ``(method, options)``.
+#: The modules recorded: each name's first word is the method, the value its options.
 METHODS = {
     "gfsa": {}, "agf": {}, "agf without regulariser": {"orthogonality_weight": 0.0},
     "samsa hard": {"mode": "hard", "num_samples": 8},
