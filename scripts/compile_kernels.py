@@ -126,7 +126,8 @@ def _scope(quick: bool) -> str:
     dtypes = "float32 and bfloat16 autocast" if quick else \
         "float32, bfloat16 autocast and float16 autocast"
     return (f"each method's module at {widths}; {dtypes}; training and evaluation; with and "
-            "without padding; GFSA's kernel at d=64")
+            "without padding; GFSA's kernel at d=64; a GFSA causal LM's training step and "
+            "cached decoding")
 
 
 def _steps(quick: bool) -> Iterator[tuple[str, object]]:
@@ -166,6 +167,23 @@ def _steps(quick: bool) -> Iterator[tuple[str, object]]:
             out.float().sum().backward()
 
     yield "gfsa kernel d=64", kernel_step
+
+    from filterformer.models import CausalLM, TransformerConfig
+
+    model = CausalLM(TransformerConfig(causal=True, vocab_size=50, dim=128, num_heads=2, depth=2,
+                                       attention="gfsa"))
+
+    def language_model_step(train, autocast):
+        """Training: the loss's backward; evaluation: cached decoding of 3 tokens (one query a
+        step: Triton specialises lengths of 1 apart)."""
+        ids = torch.randint(0, 50, (2, 24))
+        with _autocast(autocast), torch.set_grad_enabled(train):
+            if train:
+                model.train()(ids, labels=ids).loss.backward()
+            else:
+                model.eval().generate(ids, 3)
+
+    yield "gfsa causal LM D=128 h=2 (evaluation: cached decoding)", language_model_step
 
 
 def _autocast(dtype):
