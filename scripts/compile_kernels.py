@@ -483,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     from filterformer.machine import cpu_name
     from filterformer.provenance import source_revision
 
+    revision = source_revision()  # before this run writes its report into the tree
     launches, cases, interpreter_failures = _record(args.quick)
     sweep, sweep_failures = _length_sweep()
     interpreter_failures += [{**failure, "case": "the sweep over lengths"}
@@ -506,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "command": shlex.join(["python", "scripts/compile_kernels.py",
                                *(sys.argv[1:] if argv is None else argv)]),
-        "commit": _commit(source_revision()), "recorded_with_triton": triton.__version__,
+        "commit": _commit(revision), "recorded_with_triton": triton.__version__,
         "triton": compiled["triton"], "machine": cpu_name(), "archs": archs,
         "scope": _scope(args.quick), "cases": cases,
         "interpreter_failures": interpreter_failures,
