@@ -287,21 +287,30 @@ def _resources(cubin: bytes) -> dict:
             "local_bytes": int(found.get("LOCAL", 0))}
 
 
-def _compile_one(launch: dict, arch: int) -> dict:
+def _bind(launch: dict, arch: int):
+    """``launch``'s kernel bound to its arguments as Triton binds a launch on sm_``arch``:
+    ``(kernel, target, backend, bound arguments, specialization, options)``."""
     import importlib
 
-    import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
+    from triton.compiler import make_backend
     from triton.runtime.jit import create_function_from_signature
 
     kernel = getattr(importlib.import_module(launch["module"]), launch["kernel"])
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    args = [_argument(arg) for arg in launch["args"]]
+    bound, specialization, options = binder(*[_argument(arg) for arg in launch["args"]],
+                                            **launch["constants"])
+    return kernel, target, backend, bound, specialization, options
+
+
+def _compile_one(launch: dict, arch: int) -> dict:
+    import triton
+    from triton.compiler import ASTSource
+
     try:
-        bound, specialization, options = binder(*args, **launch["constants"])
+        kernel, target, backend, bound, specialization, options = _bind(launch, arch)
         options, signature, constants, attrs = kernel._pack_args(
             backend, launch["constants"], bound, specialization, options)
         compiled = triton.compile(ASTSource(kernel, signature, constants, attrs), target=target,
@@ -354,19 +363,10 @@ def _compile_all(path: Path) -> int:
 
 
 def _specialisation(launch: dict) -> str:
-    """What Triton's compiler specialises ``launch`` on (on the newest architecture asked):
-    its kernel, the arguments' types and attributes, and the constants."""
-    import importlib
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-
-    kernel = getattr(importlib.import_module(launch["module"]), launch["kernel"])
-    backend = make_backend(GPUTarget("cuda", 90, 32))
-    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    _, specialization, options = binder(*[_argument(arg) for arg in launch["args"]],
-                                        **launch["constants"])
+    """What Triton's compiler specialises ``launch`` on (bound for sm_90; the specialisation of
+    arguments is the same on every architecture): its kernel, the arguments' types and
+    attributes, and the constants."""
+    _, _, _, _, specialization, options = _bind(launch, 90)
     return repr((launch["module"], launch["kernel"], specialization, options))
 
 

@@ -166,7 +166,7 @@ def _strides_of_heads_last(x: Tensor) -> tuple[int, int, int]:
 #: tokens into chunks, each a multiple of the largest block (no partial block inside a sequence).
 #: The backward passes hold the most per token (the recursion's terms and their derivatives);
 #: at (64, 4) heads of 64 spill registers to local memory on sm_90 (queries' pass: about 2 KB
-#: a thread in bfloat16, 10 KB in float32), at these settings 24 B and 0 B in bfloat16
+#: a thread in bfloat16, 10 KB in float32), at these settings under 100 B and 0 B in bfloat16
 #: (``scripts/compile_kernels.py`` reports each launch's registers and spills).
 #: ``scripts/gpu_tune_agf.py`` times alternatives on a GPU. These serve half-precision
 #: products (tensor cores); float32 products take :data:`FLOAT32_LAUNCH`.

@@ -164,10 +164,13 @@ def samsa_sampled_attention(
         return out
     block_d, block_v = block_width(dim), block_width(dim_v)
     products = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else None
-    # Float32 products run on the FMA units, not tensor cores, and hold more a thread: at 64
-    # queries and candidates a block they spill about 7 KB a thread on sm_90 (360 B at 32).
-    block_m = 64 if max(block_d, block_v) <= 64 and products is not None else 32
-    block_s = 64 if products is not None else 32
+    if products is None:
+        # Float32 products run on the FMA units, not tensor cores, and hold more a thread: at
+        # 64 queries and candidates a block they spill about 7 KB a thread on sm_90 (360 B at
+        # 32).
+        block_m = block_s = 32
+    else:
+        block_m, block_s = (64 if max(block_d, block_v) <= 64 else 32), 64
     grid = (batch * heads, -(-length // block_m))
     launch(
         _kernel(), grid,
