@@ -195,6 +195,24 @@ def test_agf_regulariser_reaches_the_model_loss():
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, labels) + out.aux_loss)
 
 
+def test_evaluation_forms_no_regulariser_and_its_loss_is_the_tasks():
+    config = TransformerConfig(dim=DIM, depth=2, num_heads=HEADS, vocab_size=10, max_len=8,
+                               attention="agf", attention_options={"orthogonality_weight": 0.05})
+    model = SequenceClassifier(config, num_classes=3)
+    ids, labels = torch.randint(0, 10, (4, 8)), torch.randint(0, 3, (4,))
+    trained = model(ids, labels=labels)
+    model.eval()
+    evaluated = model(ids, labels=labels)
+    assert evaluated.aux_loss is None
+    torch.testing.assert_close(evaluated.loss, F.cross_entropy(evaluated.logits, labels))
+    # Only the loss differs: the logits are the training forward's (no dropout here).
+    torch.testing.assert_close(evaluated.logits, trained.logits)
+    assert trained.aux_loss is not None and trained.aux_loss.item() > 0
+    context = AttentionContext()
+    model.transformer.blocks[0].attn(torch.randn(2, 5, DIM), context=context)
+    assert context.aux_losses == {}
+
+
 @pytest.mark.slow
 def test_tiny_agf_model_overfits_a_fixed_batch():
     assert overfit_ratio("agf", {"K": 3}) <= 0.1

@@ -39,11 +39,13 @@ class AttentiveGraphFilterAttention(AttentionBase):
     ``p`` initialised to 0 (one set per layer, shared by heads), so at init AGF is exactly
     Efficient Attention.
 
-    Every forward adds the orthogonality regulariser ``mean|UᵀU − I| + mean|VsᵀVs − I|`` to the
-    context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model averages it
-    over layers and adds it to its loss. Under autocast its feature maps and filter run in float32
-    and its matrix products in the autocast dtype. There is no probability matrix to drop out
-    of: ``attn_drop`` is applied to the filtered output.
+    Every forward in training adds the orthogonality regulariser ``mean|UᵀU − I| + mean|VsᵀVs −
+    I|`` to the context's auxiliary losses under :data:`AGF_AUX_LOSS` with weight γ; the model
+    averages it over layers and adds it to its loss. In evaluation it is not formed (it is a
+    training term only; the metrics of evaluation leave auxiliary losses out), so a model in
+    ``eval()`` reports no auxiliary loss and its loss is the task's. Under autocast its feature
+    maps and filter run in float32 and its matrix products in the autocast dtype. There is no
+    probability matrix to drop out of: ``attn_drop`` is applied to the filtered output.
     Non-causal only; masks only keys: a ``padding_mask``, or an ``attn_mask`` of shape
     ``(B, 1, 1, N)``.
 
@@ -59,7 +61,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
         K: the highest polynomial order (≥ 1).
         basis: one of ``"jacobi"``, ``"legendre"``, ``"chebyshev"``, ``"monomial"``.
         a, b: the Jacobi parameters (``basis="jacobi"`` only).
-        orthogonality_weight: γ, the regulariser's weight in the model's loss (0 disables it).
+        orthogonality_weight: γ, the regulariser's weight in the model's training loss (0
+            disables it).
     """
 
     supports_causal = False
@@ -132,7 +135,8 @@ class AttentiveGraphFilterAttention(AttentionBase):
             out, reg = agf_layer_for(
                 q, k, v, logits, self.theta,
                 inputs.padding_mask, basis=self.basis, a=self.a, b=self.b,
-                orthogonality=self.orthogonality_weight > 0, products_dtype=products,
+                orthogonality=self.training and self.orthogonality_weight > 0,
+                products_dtype=products,
             )
         if reg is not None:
             inputs.context.add_aux_loss(AGF_AUX_LOSS, reg, self.orthogonality_weight)

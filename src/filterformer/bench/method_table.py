@@ -114,7 +114,8 @@ BENCH_METHODS: dict[str, BenchMethod] = {method.name: method for method in (
     _Module("neutreno", build=_module("neutreno"),
             timed=f"softmax-module plus λ(V⁰ − V), λ={NEUTRENO_LAMBDA}"),
     _Module("agf", build=_module("agf"),
-            timed="AGF module (K=5, Jacobi a=b=1): projections, (U⊙G)(VsᵀV), its regulariser"),
+            timed="AGF module (K=5, Jacobi a=b=1): projections, (U⊙G)(VsᵀV), its regulariser "
+                  "(training)"),
     *(_Module(f"samsa-{kind}-k{k}", build=_module(f"samsa_{kind}", num_samples=k),
               timed=f"SAMSA module ({kind}, k={k}): scores, top-k, N queries to k keys")
       for kind in ("soft", "hard") for k in (128, 256)),
