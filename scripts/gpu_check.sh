@@ -52,7 +52,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 }
 
 ff=("$py" -m filterformer.cli)
-step cuda-tier 240 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider --durations=5 &
+step cuda-tier 190 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider --durations=5 &
 tier=$!
 step bench-quick 120 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick" &
 quick=$!
@@ -63,7 +63,7 @@ quick=$!
 runs=$!
 failed=0
 for job in "$tier" "$quick" "$runs"; do wait "$job" || failed=1; done
-step bench-gpu-targets 270 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu" ||
+step bench-gpu-targets 290 "${ff[@]}" bench --device cuda --gpu-targets --output "$out/bench-gpu" ||
     failed=1
 for name in cuda-tier bench-quick train compare bench-gpu-targets; do
     if [ -f "$out/$name.row" ]; then cat "$out/$name.row"; rm "$out/$name.row"

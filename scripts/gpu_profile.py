@@ -1,145 +1,164 @@
-"""Where the GPU time of the efficient methods goes: the top CUDA kernels of one step.
+"""Where the GPU targets' steps spend their time: each side's GPU time, wall time and costliest
+kernels, built exactly as ``filterformer bench --gpu-targets`` builds them.
 
-    PYTHONPATH=src python scripts/gpu_profile.py [--top 12]
+    PYTHONPATH=src python scripts/gpu_profile.py [--match REGEX] [--skip REGEX] [--top 12]
+                                                 [--steps 5] [--output FILE]
+    PYTHONPATH=src python scripts/gpu_profile.py --device cpu --quick    # a check that it runs
 
-Attention modules at D=768, h=12, N=1024, B=32 (32,768 tokens), bf16 autocast, inference and
-training, for softmax, AGF and SAMSA hard k=256, after warm-up steps (fused regions compiled);
-GFSA's kernel against one SDPA call (B=4, h=16, N=1024, d=64, training); one cached decoding
-step of the CausalLM (D=768, depth 12) after a 1,024-token prompt; and that model's first
-generation (64 tokens) with SDPA's own choice of kernels and without cuDNN's. Prints each case's
-GPU time and wall time per step (a wall time well above the GPU time: the host is the limit) and
-its most expensive kernels (torch.profiler), and the host operations of the first generation.
-CUDA only.
+Every distinct side (a case of the bench's method table at its length, mode, shape and
+precision) of the GPU targets (``filterformer.bench.GPU_TARGETS``) whose name matches ``--match``
+and not ``--skip`` (default: every target but cached generation's, which hold), built by the
+bench's own builder (seed 0, bf16 autocast, a priming step at N=64). After warm-up steps it
+prints, for each side: the wall time of a step (synchronised), the device time of a step (the
+self time of every kernel torch.profiler records, summed) and the costliest kernels with their
+calls a step. A wall time well above the device time says the host is the limit; the kernels
+say what to fuse. Cases are profiled one after another on an otherwise idle GPU.
+
+``--device cpu --quick`` runs the same at the bench's tiny sizes (``--quick``) on the CPU,
+profiling CPU time: a check of the script, not a measurement. Writes the report to ``--output``
+too, each side's section as soon as it is measured (a run stopped at a time limit keeps what it
+measured). Exits 2 on a bad argument or where no target matches.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import re
+import sys
 import time
-from contextlib import nullcontext
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from filterformer.attention import build_attention
-from filterformer.functional import gfsa
-from filterformer.models import CausalLM, TransformerConfig
+from filterformer.bench import GPU_TARGETS, BenchShape, Case
+from filterformer.bench.measure import build_primed
+from filterformer.bench.run import quick_target
+from filterformer.machine import machine_info
 
-CASES = {
-    "softmax": ("softmax", {}),
-    "agf": ("agf", {}),
-    "samsa-hard-k256": ("samsa", {"num_samples": 256, "mode": "hard"}),
-}
+#: The targets left out by default: cached generation's (both hold; a step is a whole generate).
+DEFAULT_SKIP = "generation"
+
+#: A side of a target: its case, shape and precision.
+Side = tuple[Case, BenchShape, str]
 
 
-def _profile(step, top: int, label: str) -> None:
+def sides(match: str, skip: str, quick: bool) -> dict[Side, list[str]]:
+    """The distinct sides of the GPU targets matching ``match`` and not ``skip`` (regular
+    expressions searched in the targets' names), at the bench's tiny sizes where ``quick``,
+    each with the names of the targets it is a side of."""
+    found: dict[Side, list[str]] = {}
+    for target in GPU_TARGETS:
+        if not re.search(match, target.name) or (skip and re.search(skip, target.name)):
+            continue
+        run = quick_target(target) if quick else target
+        for case in dict.fromkeys((run.numerator, run.denominator)):
+            found.setdefault((case, run.shape, run.precision), []).append(target.name)
+    return found
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def profile_step(step: Callable[[], None], device: str, steps: int, top: int) -> list[str]:
+    """Lines saying what ``steps`` steps of ``step`` cost a step (after 3 warm-up steps): wall
+    time, device (or, on the CPU, CPU) time summed over kernels (operators), and the ``top``
+    costliest with their calls a step."""
     for _ in range(3):
         step()
-    torch.cuda.synchronize()
+    _synchronize(device)
     start = time.perf_counter()
-    for _ in range(5):
+    for _ in range(steps):
         step()
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - start) / 5 * 1000
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(5):
+    _synchronize(device)
+    wall_ms = (time.perf_counter() - start) / steps * 1e3
+    activity = ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        for _ in range(steps):
             step()
-        torch.cuda.synchronize()
-    events = [e for e in prof.key_averages() if e.device_time_total > 0]
-    total = sum(e.self_device_time_total for e in events) / 5 / 1000
-    print(f"\n== {label}: {total:.2f} ms of GPU time per step, {wall:.2f} ms wall")
-    for event in sorted(events, key=lambda e: -e.self_device_time_total)[:top]:
-        share = event.self_device_time_total / 5 / 1000
-        print(f"  {share:7.3f} ms  {event.count // 5:4d}×  {event.key[:100]}")
+        _synchronize(device)
+
+    def self_us(event) -> float:
+        return event.self_device_time_total if device == "cuda" else event.self_cpu_time_total
+
+    events = [e for e in prof.key_averages() if self_us(e) > 0]
+    total_ms = sum(map(self_us, events)) / steps / 1e3
+    if not (wall_ms > 0 and total_ms > 0):
+        raise RuntimeError(f"nothing was timed (wall {wall_ms} ms, profiled {total_ms} ms)")
+    kind = "GPU" if device == "cuda" else "CPU (operators' self time)"
+    lines = [f"- wall {wall_ms:.3f} ms a step; {kind} {total_ms:.3f} ms a step "
+             f"(wall / profiled {wall_ms / total_ms:.2f})", "",
+             "| ms a step | share | calls a step | kernel |", "|---:|---:|---:|---|"]
+    for event in sorted(events, key=lambda e: -self_us(e))[:top]:
+        ms = self_us(event) / steps / 1e3
+        name = event.key.replace("|", "\\|")[:110]
+        lines.append(f"| {ms:.3f} | {ms / total_ms:.0%} | {event.count / steps:g} | `{name}` |")
+    return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--top", type=int, default=12)
-    args = parser.parse_args()
-    device = torch.device("cuda")
-    x = torch.randn(32, 1024, 768, device=device)
-    for name, (method, options) in CASES.items():
-        module = build_attention(method, 768, 12, **options).to(device)
-        grad = torch.randn_like(x)
-
-        def infer(module=module):
-            with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16):
-                module.eval()(x)
-
-        def train(module=module, grad=grad):
-            with torch.autocast("cuda", torch.bfloat16):
-                out = module.train()(x.requires_grad_())
-            out.backward(grad)
-
-        _profile(infer, args.top, f"{name} inference")
-        _profile(train, args.top, f"{name} training")
-    q, k, v = (torch.randn(4, 16, 1024, 64, device=device, requires_grad=True)
-               for _ in range(3))
-    w0, w1, wK = (torch.randn(16, device=device, requires_grad=True) for _ in range(3))
-    upstream = torch.randn(4, 16, 1024, 64, device=device)
-
-    def sdpa_step():
-        with torch.autocast("cuda", torch.bfloat16):
-            out = F.scaled_dot_product_attention(q, k, v)
-        out.backward(upstream)
-
-    def gfsa_step():
-        with torch.autocast("cuda", torch.bfloat16):
-            out = gfsa(q, k, v, w0, w1, wK, K=3)
-        out.backward(upstream)
-
-    _profile(sdpa_step, args.top, "SDPA kernel training, B=4 h=16 N=1024")
-    _profile(gfsa_step, args.top, "GFSA kernel training, B=4 h=16 N=1024")
-    _first_generation(device, args.top)
-    config = TransformerConfig(dim=768, depth=12, num_heads=12, causal=True, vocab_size=256,
-                               max_len=2048)
-    lm = CausalLM(config).to(device).eval()
-    prompt = torch.randint(0, 256, (1, 1024), device=device)
-    with torch.inference_mode(), torch.autocast("cuda", torch.bfloat16):
-        cache = lm.new_cache()
-        lm(prompt, cache=cache)
-        token = prompt[:, -1:]
-
-        def decode():
-            lm(token, cache=cache)
-
-        _profile(decode, args.top, "CausalLM decoding step (1,024 cached positions, growing)")
+def _header(device: str, command: str) -> list[str]:
+    machine = machine_info(device)
+    where = machine.get("gpu") or f"{machine['cpu']} ({machine['cpu_count']} cores)"
+    return ["# Where the GPU targets' steps spend their time", "",
+            f"- Machine: {where}, torch {machine['torch']}, {machine['date']}.",
+            f"- Command: `{command}`.", ""]
 
 
-def _first_generation(device: torch.device, top: int) -> None:
-    """A fresh CausalLM's first and second 64-token generation after a new prompt length, with
-    SDPA's choice of kernels and without cuDNN's (another prompt length, so both are first); then
-    the host operations of a first generation at a third length."""
-    config = TransformerConfig(dim=768, depth=12, num_heads=12, causal=True, vocab_size=256,
-                               max_len=2048)
-    lm = CausalLM(config).to(device).eval()
-    lm.generate(torch.randint(0, 256, (1, 16), device=device), 2)  # libraries started
-    no_cudnn = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--match", default="", help="regular expression: targets to profile")
+    parser.add_argument("--skip", default=DEFAULT_SKIP,
+                        help=f"regular expression: targets left out (default {DEFAULT_SKIP!r}; "
+                        "'' keeps every one)")
+    parser.add_argument("--top", type=int, default=12, help="kernels listed a side")
+    parser.add_argument("--steps", type=int, default=5, help="steps timed and profiled a side")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--quick", action="store_true", help="the bench's tiny sizes")
+    parser.add_argument("--output", type=Path, help="also write the report to this file")
+    args = parser.parse_args(argv)
+    for name in ("match", "skip"):
+        try:
+            re.compile(getattr(args, name))
+        except re.error as err:
+            parser.error(f"--{name} {getattr(args, name)!r} is not a regular expression ({err})")
+    if args.top < 1 or args.steps < 1:
+        parser.error(f"--top and --steps must be at least 1; got {args.top} and {args.steps}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device (torch.cuda.is_available() is False)")
+    if args.output is not None and args.output.is_dir():
+        parser.error(f"--output {args.output} is a directory, not a file")
+    chosen = sides(args.match, args.skip, args.quick)
+    if not chosen:
+        parser.error(f"no GPU target matches --match {args.match!r} outside --skip {args.skip!r}")
+    command = " ".join(["python", "scripts/gpu_profile.py", *(argv or sys.argv[1:])])
 
-    def generate(length: int, backends: list | None) -> float:
-        prompt = torch.randint(0, 256, (1, length), device=device)
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        with torch.autocast("cuda", torch.bfloat16), (
-            sdpa_kernel(backends) if backends else nullcontext()
-        ):
-            lm.generate(prompt, 64)
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) / 64 * 1000
+    def report(lines: list[str], mode: str) -> None:  # each side's section as it is done
+        print("\n".join(lines), flush=True)
+        if args.output is not None:
+            try:
+                with args.output.open(mode) as file:
+                    file.write("\n".join(lines) + "\n")
+            except OSError as err:
+                parser.error(f"--output {args.output}: cannot write there ({err})")
 
-    for label, length, backends in (("SDPA's choice", 1024, None), ("no cuDNN", 1000, no_cudnn)):
-        first, second = generate(length, backends), generate(length, backends)
-        print(f"\n== first generation, {label}, prompt {length}: {first:.2f} ms per token "
-              f"first, {second:.2f} second")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        generate(990, None)
-    print("\n== host operations of a first generation (SDPA's choice, prompt 990)")
-    for event in sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]:
-        print(f"  {event.self_cpu_time_total / 1000:8.2f} ms  {event.count:6d}×  {event.key[:90]}")
+    report(_header(args.device, command), "w")
+    for (case, shape, precision), targets in chosen.items():
+        section = [f"## {case.method}, N={case.N}, {case.mode}: B={shape.batch}, "
+                   f"h={shape.heads}, d={shape.head_dim}, depth {shape.depth}, {precision}", "",
+                   *(f"- side of: {name}" for name in targets)]
+        built = build_primed(case, shape, args.device, precision)
+        section += [*profile_step(built.step, args.device, args.steps, args.top), ""]
+        del built
+        gc.collect()
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+        report(section, "a")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -92,7 +92,8 @@ def why_skipped(command: str, directory: Path) -> str | None:
         return "the environment scripts/setup.sh makes; this checkout's filterformer is on PATH"
     if words[0] == "scripts/test.sh":
         return "the whole test suite, of which this test is part"
-    if "cuda" in words or words[0] == "scripts/gpu_check.sh":  # --device cuda, -m cuda tests
+    if "cuda" in words or any(word.startswith("scripts/gpu_") for word in words[:3]):
+        # --device cuda, -m cuda tests, the GPU scripts (tests/bench runs gpu_profile on the CPU)
         return "needs a GPU"
     if "bench" in words:
         return ("a benchmark: minutes of timing at its sizes (tests/bench runs its code at small "

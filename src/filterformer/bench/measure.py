@@ -24,7 +24,7 @@ from .records import BenchRecord
 from .step_cases import BenchCase, BenchShape
 from .targets import Case, PairMeasurement
 
-__all__ = ["Rounds", "make_record", "measure_cases"]
+__all__ = ["Rounds", "build_primed", "make_record", "measure_cases"]
 
 PRIME_LENGTH = 64
 MIN_BLOCK_S = 1e-3  # a side's block in a round lasts at least this long (timer resolution)
@@ -48,7 +48,7 @@ def make_record(case: Case, shape: BenchShape, device: str, **values: Any) -> Be
                        **values)
 
 
-def _build(case: Case, shape: BenchShape, device: str, precision: str) -> BenchCase:
+def build_primed(case: Case, shape: BenchShape, device: str, precision: str) -> BenchCase:
     """``case`` built from seed 0, its forward under autocast to ``precision``, after a priming
     step of it at N=64 at most (built, stepped once, dropped)."""
 
@@ -91,7 +91,7 @@ def _prepared(case: Case, shape: BenchShape, device: str,
         return make_record(case, shape, device,
                            skipped=f"not run past N={longest} (explicit N×N matrices)")
     try:
-        return _build(case, shape, device, precision)
+        return build_primed(case, shape, device, precision)
     except ImportError as err:
         return make_record(case, shape, device, skipped=str(err))
     except Exception as err:

@@ -20,7 +20,7 @@ from .target_list import GPU_TARGETS, TARGETS
 from .targets import Case, Target, TargetResult, judge
 
 __all__ = ["DEFAULT_LENGTHS", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS", "BenchSettings",
-           "NothingMeasured", "run_and_write", "run_table", "run_targets"]
+           "NothingMeasured", "quick_target", "run_and_write", "run_table", "run_targets"]
 
 DEFAULT_LENGTHS, QUICK_LENGTHS = (256, 1024, 4096, 16384), (32, 64)
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png")
@@ -91,7 +91,7 @@ def run_table(settings: BenchSettings, log: Log = lambda line: None) -> list[Ben
     return records
 
 
-def _quick(target: Target) -> Target:
+def quick_target(target: Target) -> Target:
     """``target`` at tiny sizes, its cases at N/64 (at least 16)."""
     numerator, denominator = (side._replace(N=max(16, side.N // 64))
                               for side in (target.numerator, target.denominator))
@@ -116,7 +116,7 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
     """Every target, its cases measured side by side where ``settings`` runs it (once for all
     the targets that read the same cases), else with a note saying why."""
     device = resolve_device(settings.device)
-    runs = {target: _quick(target) if settings.quick else target
+    runs = {target: quick_target(target) if settings.quick else target
             for target in (*TARGETS, *GPU_TARGETS) if _not_run(target, settings, device) is None}
 
     def key(run: Target) -> tuple[object, ...]:
