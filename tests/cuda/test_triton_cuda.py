@@ -1,7 +1,7 @@
 """The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
-candidate scores, gather, soft sample (forward and backward), sampled attention and
-straight-through score gradient, and GFSA's combination against float64 references on the CPU,
-masks and gradients included, and the modules taking them on CUDA."""
+candidate scores (forward and backward), gather, soft sample (forward and backward), sampled
+attention and straight-through score gradient, and GFSA's combination against float64
+references on the CPU, masks and gradients included, and the modules taking them on CUDA."""
 
 from __future__ import annotations
 
@@ -217,6 +217,59 @@ def test_samsa_candidate_scores_equal_float64(cuda_device, dtype):
     assert torch.equal(out.cpu() == torch.finfo(torch.float32).min, ~real.expand_as(out))
     got, want = out.cpu().double()[real.expand_as(out)], reference[real.expand_as(out)]
     assert _relative(got, want) < 1e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_samsa_candidate_score_gradients_equal_float64(cuda_device, dtype):
+    # Training's scores at BERT's width and heads, with noise laid out as the module draws it.
+    inputs = _score_inputs(4, 1000, 768, 12, 512)
+    inputs[0], inputs[1] = inputs[0].to(dtype), inputs[1].to(dtype)
+    noise = torch.randn(4, 1000, 12).transpose(1, 2)
+    leaves = (0, 1, 2, 4, 5, 6)  # x, hidden, the norm's weight, the head's, supports
+    on_gpu = [t.to(cuda_device) if isinstance(t, torch.Tensor) else t for t in inputs]
+    doubles = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+               for t in inputs]
+    for tensors in (on_gpu, doubles):
+        for i in leaves:
+            tensors[i] = tensors[i].detach().requires_grad_()
+    out = samsa_candidate_scores(*on_gpu, noise=noise.to(cuda_device))
+    reference = reference_scores(*doubles, noise=noise)
+    grad = torch.randn(reference.shape, dtype=torch.float64)
+    found = torch.autograd.grad(out, [on_gpu[i] for i in leaves], grad.float().to(cuda_device))
+    expected = torch.autograd.grad(reference, [doubles[i] for i in leaves], grad)
+    assert [g.dtype for g in found[:2]] == [dtype, dtype]
+    # float32: sums over 4000 rows; bfloat16: x's and hidden's gradients rounded to 8 bits.
+    bound = 1e-5 if dtype == torch.float32 else 1e-2
+    for index, got, want in zip(leaves, found, expected, strict=True):
+        assert _relative(got.cpu().double(), want) < bound, index
+
+
+def test_samsa_training_on_cuda_takes_the_score_kernels_and_equals_float64(cuda_device,
+                                                                          monkeypatch):
+    calls = _spy(monkeypatch, samsa_module, "samsa_candidate_scores")
+    layer = build_attention("samsa", dim=64, num_heads=4, num_samples=8, mode="soft",
+                            eval_noise=True).eval()  # noise, and no dropout
+    reference = build_attention("samsa", dim=64, num_heads=4, num_samples=8, mode="soft",
+                                eval_noise=True).double().eval()
+    reference.load_state_dict(layer.state_dict())
+    layer = layer.to(cuda_device)
+    noise = torch.randn(2, 50, 4).transpose(1, 2)
+    monkeypatch.setattr(samsa_module, "gumbel_noise",
+                        lambda like, dtype=None: noise.to(like.device, dtype or like.dtype))
+    x = torch.randn(2, 50, 64)
+    mask = torch.rand(2, 50) > 0.3
+    mask[:, 0] = True
+    out = layer(x.to(cuda_device), padding_mask=mask.to(cuda_device))
+    ref = reference(x.double(), padding_mask=mask)
+    assert calls, "the module did not run the score kernels"
+    assert _relative(out.detach().cpu()[mask], ref.detach()[mask]) < 1e-5
+    out[mask.to(cuda_device)].square().sum().backward()
+    ref[mask].square().sum().backward()
+    for (name, param), ref_param in zip(layer.named_parameters(), reference.parameters(),
+                                        strict=True):
+        assert (param.grad is None) == (ref_param.grad is None), name
+        if ref_param.grad is not None:
+            assert _relative(param.grad.cpu(), ref_param.grad) < 1e-4, name
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

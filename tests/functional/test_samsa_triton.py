@@ -104,13 +104,13 @@ def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
         calls = []
         original = samsa_triton_module.samsa_sampled_attention
         monkeypatch.setattr("filterformer.attention.samsa.samsa_sampled_attention",
-                            lambda *a: calls.append(1) or original(*a))
+                            lambda *a, **k: calls.append(1) or original(*a, **k))
         fast = layer(x, padding_mask=mask)
     assert calls, "the kernel was not used"
     torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kernel", ["_kernel", "_scores_kernel"])  # attention, scores
+@pytest.mark.parametrize("kernel", ["_kernel", "_scores_kernels"])  # attention, scores
 def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch, kernel):
     layer, x, mask = _layer_and_inputs()
     with torch.no_grad():
@@ -136,9 +136,9 @@ def test_hard_evaluation_projects_every_token_only_where_the_kernel_runs(monkeyp
 
 
 def reference_scores(x, hidden, norm_weight, eps, head_weight, head_bias, support_scores,
-                     padding_mask=None):
-    """The candidates' scores written out in float64: ``(x + RMSNorm(hidden))·Wᵀ + b``, padded
-    tokens at float32's lowest, then the support scores."""
+                     padding_mask=None, noise=None):
+    """The candidates' scores written out in float64: ``(x + RMSNorm(hidden))·Wᵀ + b`` plus the
+    noise, padded tokens at float32's lowest, then the support scores."""
     x, hidden = x.double(), hidden.double()
     eps = torch.finfo(torch.float32).eps if eps is None else eps
     normed = hidden * torch.rsqrt(hidden.square().mean(-1, keepdim=True) + eps) * norm_weight
@@ -146,6 +146,8 @@ def reference_scores(x, hidden, norm_weight, eps, head_weight, head_bias, suppor
     if head_bias is not None:
         scores = scores + head_bias.double()
     scores = scores.transpose(1, 2)
+    if noise is not None:
+        scores = scores + noise.double()
     if padding_mask is not None:
         scores = scores.masked_fill(~padding_mask[:, None, :], torch.finfo(torch.float32).min)
     support = support_scores.double().expand(x.shape[0], -1, -1)
@@ -207,26 +209,158 @@ def test_the_module_evaluation_with_the_score_kernel_equals_it_without(monkeypat
         calls = []
         original = samsa_triton_module.samsa_candidate_scores
         monkeypatch.setattr("filterformer.attention.samsa.samsa_candidate_scores",
-                            lambda *a: calls.append(1) or original(*a))
+                            lambda *a, **k: calls.append(1) or original(*a, **k))
         fast = layer(x, padding_mask=mask)
     assert calls, "the score kernel was not used"
     torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
 
 
-def test_scores_need_the_eager_path_with_noise_or_gradients(monkeypatch):
-    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode="hard",
-                            eval_noise=True).eval()
+#: The positions of _score_inputs' tensors that take gradients: x, hidden, the norm's weight,
+#: the head's weight and bias, the support scores.
+_DIFFERENTIABLE = (0, 1, 2, 4, 5, 6)
+
+
+def _with_gradients(inputs, dtype=None):
+    """``inputs`` with every differentiable tensor a leaf that requires grad (x and hidden in
+    ``dtype`` where given)."""
+    out = list(inputs)
+    for i in _DIFFERENTIABLE:
+        if out[i] is not None:
+            tensor = out[i].to(dtype) if dtype is not None and i < 2 else out[i]
+            out[i] = tensor.detach().clone().requires_grad_()
+    return out
+
+
+def _gradients(out, inputs, grad, **kwargs):
+    leaves = [inputs[i] for i in _DIFFERENTIABLE if inputs[i] is not None]
+    return torch.autograd.grad(out, leaves, grad, **kwargs)
+
+
+@pytest.mark.parametrize(("batch", "length", "dim", "heads", "supports", "bias", "masked"), [
+    (2, 37, 48, 3, 10, True, True),
+    (1, 130, 200, 12, 300, False, False),  # more tokens than a block; D over several blocks
+    (3, 0, 16, 2, 8, True, True),  # no tokens: the supports alone
+    (2, 5, 24, 17, 4, True, False),  # heads not a power of 2, above 16
+    (2, 70, 16, 2, 4, True, True),  # a second block of tokens, partly padding
+])
+@pytest.mark.parametrize("transposed", [False, True])  # the module's noise: (B, N, h) memory
+def test_candidate_scores_with_noise_and_their_gradients_equal_float64(
+    batch, length, dim, heads, supports, bias, masked, transposed
+):
+    inputs = _with_gradients(_score_inputs(batch, length, dim, heads, supports, bias, masked))
+    noise = (torch.randn(batch, length, heads).transpose(1, 2) if transposed
+             else torch.randn(batch, heads, length))
+    out = samsa_triton_module.samsa_candidate_scores(*inputs, noise=noise)
+    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
+                                        and t.is_floating_point() else t for t in inputs])
+    reference = reference_scores(*reference_inputs, noise=noise)
+    torch.testing.assert_close(out.double(), reference.detach(), rtol=1e-5, atol=1e-5)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    for got, want in zip(_gradients(out, inputs, grad.float()),
+                         _gradients(reference, reference_inputs, grad), strict=True):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_half_precision_rows_take_gradients_in_their_dtype():
+    inputs = _with_gradients(_score_inputs(2, 40, 64, 4, 8), dtype=torch.bfloat16)
+    out = samsa_triton_module.samsa_candidate_scores(*inputs)
+    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
+                                        and t.is_floating_point() else t for t in inputs])
+    reference = reference_scores(*reference_inputs)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    found = _gradients(out, inputs, grad.float())
+    assert [g.dtype for g in found[:2]] == [torch.bfloat16] * 2
+    for got, want in zip(found, _gradients(reference, reference_inputs, grad), strict=True):
+        # bfloat16 keeps 8 bits: each element of x's and hidden's gradient is rounded once.
+        torch.testing.assert_close(got.double(), want, rtol=1e-2, atol=1e-2 * want.abs().max())
+
+
+def _eager_scores(padding_mask, noise, eps=1e-5):
+    def eager(x, hidden, norm_weight, head_weight, head_bias, support_scores):
+        normed = hidden * torch.rsqrt(hidden.square().mean(-1, keepdim=True) + eps) * norm_weight
+        scores = torch.nn.functional.linear(x + normed, head_weight, head_bias).transpose(1, 2)
+        scores = scores + noise
+        scores = scores.masked_fill(~padding_mask[:, None, :], torch.finfo(torch.float32).min)
+        return torch.cat([scores, support_scores.expand(x.shape[0], -1, -1)], dim=-1)
+
+    return eager
+
+
+def test_a_second_derivative_goes_through_the_eager_scores():
+    inputs = _with_gradients(_score_inputs(2, 30, 32, 3, 6))
+    noise = torch.randn(2, 3, 30)
+    eager = _eager_scores(inputs[7], noise)
+    out = samsa_triton_module.samsa_candidate_scores(*inputs, noise=noise, eager=eager)
+    grad = torch.randn_like(out)
+    first = _gradients(out, inputs, grad, retain_graph=True)
+    with_graph = _gradients(out, inputs, grad, create_graph=True)
+    assert all(g.grad_fn is not None for g in with_graph[:2])
+    for got, want in zip(with_graph, first, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    # The second derivative itself: d/dhidden of (dL/dhidden · v) against float64 autograd.
+    v = torch.randn_like(inputs[1])
+    (second,) = torch.autograd.grad((with_graph[1] * v).sum(), inputs[1])
+    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
+                                        and t.is_floating_point() else t for t in inputs])
+    reference = reference_scores(*reference_inputs, noise=noise)
+    (dh,) = torch.autograd.grad(reference, reference_inputs[1], grad.double(), create_graph=True)
+    (want,) = torch.autograd.grad((dh * v.double()).sum(), reference_inputs[1])
+    torch.testing.assert_close(second.double(), want, rtol=1e-4, atol=1e-6)
+    without = samsa_triton_module.samsa_candidate_scores(*inputs)
+    with pytest.raises(RuntimeError, match="needs its eager argument"):
+        _gradients(without, inputs, grad, create_graph=True)
+
+
+def test_a_failing_backward_kernel_warns_and_takes_the_eager_gradients(monkeypatch):
+    switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    inputs = _with_gradients(_score_inputs(2, 30, 32, 3, 6))
+    noise = torch.randn(2, 3, 30)
+    out = samsa_triton_module.samsa_candidate_scores(*inputs, noise=noise,
+                                                     eager=_eager_scores(inputs[7], noise))
+    grad = torch.randn_like(out)
+    kernels = _gradients(out, inputs, grad, retain_graph=True)
+    monkeypatch.setattr(samsa_triton_module, "_scores_backward", fail_to_launch)
+    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
+        fallen_back = _gradients(out, inputs, grad)
+    assert switch.failed
+    for got, want in zip(fallen_back, kernels, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_noise_of_another_shape_or_dtype_is_refused():
+    inputs = _score_inputs(2, 9, 16, 2, 4)
+    for bad in (torch.randn(2, 2, 8), torch.randn(2, 2, 9, dtype=torch.float64)):
+        with pytest.raises(ValueError, match="noise must be float32 of shape"):
+            samsa_triton_module.samsa_candidate_scores(*inputs, noise=bad)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_the_module_training_with_the_score_kernels_equals_it_without(monkeypatch, mode):
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode=mode)
+    x = torch.randn(3, 21, 32, requires_grad=True)
+    mask = torch.rand(3, 21) > 0.3
+    mask[:, 0] = True
+    leaves = [x, *layer.parameters()]
+
+    def step():
+        torch.manual_seed(11)  # the same Gumbel noise on both paths
+        out = layer(x, padding_mask=mask)
+        return out, torch.autograd.grad(out.square().sum(), leaves, allow_unused=True)
+
+    eager, eager_grads = step()
     allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
     calls = []
+    original = samsa_triton_module.samsa_candidate_scores
     monkeypatch.setattr("filterformer.attention.samsa.samsa_candidate_scores",
-                        lambda *a: calls.append(1))
-    x = torch.randn(1, 12, 32)
-    with torch.no_grad():
-        layer(x)  # Gumbel noise in evaluation
-        layer.train()(x)  # training's noise
-    layer.eval().eval_noise = False
-    layer(x)  # gradients wanted
-    assert calls == []
+                        lambda *a, **k: calls.append(k["noise"]) or original(*a, **k))
+    fast, fast_grads = step()
+    assert len(calls) == 1 and calls[0] is not None, "the score kernels did not take the noise"
+    torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
+    for got, want in zip(fast_grads, eager_grads, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
 
 
 def eager_candidates(k, v, support_rows, index):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..checks import check_choice, check_integer
@@ -40,7 +41,7 @@ from .base import AttentionBase, AttentionInputs, autocast_dtype, autocast_input
 from .context import AttentionMaps
 from .registry import register_attention
 
-__all__ = ["ImportanceScore", "SamplingAttention"]
+__all__ = ["ImportanceScore", "SamplingAttention", "importance_scores"]
 
 #: indices ``(B, h, m)`` -> the tokens' keys and values side by side ``(B, h, m, 2d)``.
 TokenRows = Callable[[Tensor], Tensor]
@@ -70,10 +71,18 @@ class ImportanceScore(nn.Module):
     def scores(self, x: Tensor, hidden: Tensor) -> Tensor:
         """``(B, h, N)`` scores from the residual stream ``x`` (as the MLP read it) and the MLP's
         output ``hidden``, both ``(B, N, D)``."""
-        # Under autocast the MLP's output is half precision; it is normalised in the weight's
-        # dtype, and the sum comes out in the half precision the head reads it in.
-        residual = add_rms_normed(x, hidden, self.norm.weight, self.norm.eps, autocast_dtype(x))
-        return self.head(residual).transpose(1, 2)
+        return importance_scores(x, hidden, self.norm.weight, self.norm.eps, self.head.weight,
+                                 self.head.bias)
+
+
+def importance_scores(x: Tensor, hidden: Tensor, norm_weight: Tensor, eps: float | None,
+                      head_weight: Tensor, head_bias: Tensor | None) -> Tensor:
+    """:meth:`ImportanceScore.scores` with the norm's and the head's parameters given:
+    ``(B, N, D)`` twice -> ``(B, h, N)``."""
+    # Under autocast the MLP's output is half precision; it is normalised in the weight's
+    # dtype, and the sum comes out in the half precision the head reads it in.
+    residual = add_rms_normed(x, hidden, norm_weight, eps, autocast_dtype(x))
+    return F.linear(residual, head_weight, head_bias).transpose(1, 2)
 
 
 @register_attention("samsa")
@@ -190,35 +199,53 @@ class SamplingAttention(AttentionBase):
         """Scores of the N tokens then the 2k support tokens, ``(B, h, N + 2k)``, ≥ float32.
 
         Gumbel noise (when ``noise``) goes on the tokens' scores only; padded tokens get the
-        dtype's minimum afterwards, so no noise can lift them. Without noise or gradients, on
-        CUDA, one Triton kernel forms them after the score MLP
+        dtype's minimum afterwards, so no noise can lift them. On CUDA one Triton kernel forms
+        them after the score MLP, and one more their gradients
         (:func:`~filterformer.functional.samsa_triton.samsa_candidate_scores`, in float32).
         """
         x = autocast_input(inputs.residual)
         hidden = self.importance.mlp(x)
-        importance = self.importance
-        if not noise and samsa_scores_triton_applies(
-                x, self.support_scores, hidden, importance.norm.weight, importance.head.weight):
+        norm, head = self.importance.norm, self.importance.head
+        if samsa_scores_triton_applies(x, self.support_scores, hidden, norm.weight, head.weight):
+            # Drawn once, in float32 (the kernel's precision), for whichever path serves, laid
+            # out as the eager path's (the head's output transposed): the same draws land on
+            # the same tokens.
+            gumbel = gumbel_noise(x.new_empty(x.shape[0], x.shape[1], self.num_heads)
+                                  .transpose(1, 2), dtype=torch.float32) if noise else None
+
+            def eager(x, hidden, norm_weight, head_weight, head_bias, support_scores) -> Tensor:
+                scores = importance_scores(x, hidden, norm_weight, norm.eps, head_weight,
+                                           head_bias)
+                return self._candidate_scores(scores, inputs.padding_mask, gumbel,
+                                              support_scores)
+
             return SAMSA_KERNELS.run(
                 lambda: samsa_candidate_scores(
-                    x, hidden, importance.norm.weight, importance.norm.eps,
-                    importance.head.weight, importance.head.bias, self.support_scores,
-                    inputs.padding_mask,
+                    x, hidden, norm.weight, norm.eps, head.weight, head.bias,
+                    self.support_scores, inputs.padding_mask, noise=gumbel, eager=eager,
                 ),
-                lambda: self._candidate_scores(importance.scores(x, hidden), inputs, noise),
+                lambda: eager(x, hidden, norm.weight, head.weight, head.bias,
+                              self.support_scores),
             )
-        return self._candidate_scores(importance.scores(x, hidden), inputs, noise)
-
-    def _candidate_scores(self, scores: Tensor, inputs: AttentionInputs, noise: bool) -> Tensor:
-        """:meth:`candidate_scores` from the tokens' scores ``(B, h, N)``."""
+        scores = self.importance.scores(x, hidden)
         # Gumbel noise and sigmoid comparisons of close scores need more than half precision:
         # the noise is drawn in float32 at least and its sum widens the scores, with no cast.
         wide = torch.promote_types(scores.dtype, torch.float32)
-        scores = scores + gumbel_noise(scores, dtype=wide) if noise else scores.to(wide)
-        if inputs.padding_mask is not None:
+        gumbel = gumbel_noise(scores, dtype=wide) if noise else None
+        return self._candidate_scores(scores, inputs.padding_mask, gumbel)
+
+    def _candidate_scores(self, scores: Tensor, padding_mask: Tensor | None,
+                          gumbel: Tensor | None, support_scores: Tensor | None = None) -> Tensor:
+        """:meth:`candidate_scores` from the tokens' scores ``(B, h, N)`` and their noise
+        (``gumbel``, at least float32, or None), with ``support_scores`` (this layer's when
+        None)."""
+        wide = torch.promote_types(scores.dtype, torch.float32)
+        scores = scores.to(wide) if gumbel is None else scores + gumbel
+        if padding_mask is not None:
             lowest = torch.finfo(scores.dtype).min
-            scores = scores.masked_fill(~inputs.padding_mask[:, None, :], lowest)
-        support = self.support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
+            scores = scores.masked_fill(~padding_mask[:, None, :], lowest)
+        support_scores = self.support_scores if support_scores is None else support_scores
+        support = support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
         return torch.cat([scores, support], dim=-1)
 
     def projects_own_rows(self, x: Tensor) -> bool:

@@ -67,15 +67,16 @@ def samsa_sampled_attention(
 
 @triton.jit
 def samsa_candidate_scores(
-    X, HIDDEN, NORM_W, HEAD_W, HEAD_B, SUPPORT, MASK, OUT,
+    X, HIDDEN, NORM_W, HEAD_W, HEAD_B, SUPPORT, MASK, NOISE, OUT,
     N, D, H, S, eps, lowest,
-    sxb, sxn, shb, shn, shead, ssupport, smask, sob, soh,
-    HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr,
+    sxb, sxn, shb, shn, shead, ssupport, smask, snb, snh, snn, sob, soh,
+    HAS_BIAS: tl.constexpr, HAS_MASK: tl.constexpr, HAS_NOISE: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_S: tl.constexpr,
 ):
-    """Per sample and block of tokens: each head's score ``(x + RMSNorm(hidden))·W_h + b_h``
-    (padded tokens at ``lowest``), in float32; the program after the last block writes the S
-    support scores after the N tokens'."""
+    """Per sample and block of tokens: each head's score ``(x + RMSNorm(hidden))·W_h + b_h``,
+    plus its ``NOISE`` ``(B, h, N)`` where ``HAS_NOISE``, padded tokens at ``lowest``, in
+    float32; the program after the last block writes the S support scores after the N
+    tokens'."""
     b = tl.program_id(0).to(tl.int64)
     block = tl.program_id(1)
     heads = tl.arange(0, BLOCK_H)
@@ -114,11 +115,78 @@ def samsa_candidate_scores(
             scores += dot(residual, weights.to(tl.float32), 0)
         if HAS_BIAS:
             scores += tl.load(HEAD_B + heads, mask=head_valid, other=0.0).to(tl.float32)[None, :]
+        if HAS_NOISE:
+            scores += tl.load(NOISE + b * snb + heads[None, :] * snh + rows[:, None] * snn,
+                              mask=inside[:, None] & head_valid[None, :], other=0.0)
         if HAS_MASK:
             real = tl.load(MASK + b * smask + rows, mask=inside, other=0) != 0
             scores = tl.where(real[:, None], scores, lowest)
         tl.store(out_base + heads[None, :] * soh + rows[:, None], scores,
                  mask=inside[:, None] & head_valid[None, :])
+
+
+@triton.jit
+def samsa_candidate_scores_backward(
+    X, HIDDEN, NORM_W, HEAD_W, GRAD, MASK, DX, DHIDDEN, PARTIAL,
+    N, D, H, eps,
+    sxb, sxn, shb, shn, shead, sgb, sgh, smask, sdxb, sdxn, sdhb, sdhn, spart,
+    HAS_MASK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_H: tl.constexpr,
+):
+    """The gradients of :func:`samsa_candidate_scores`'s token scores ``GRAD`` ``(B, h, N)``
+    (float32; a padded token's score, a constant, passes none): per sample and block of tokens,
+    with ``r = rsqrt(mean(hidden²) + eps)``, ``d = GRAD·W`` (the sum's gradient),
+    ``DX = d`` and ``DHIDDEN = r·gain·d − hidden·r³·mean(d·gain·hidden)``; the block's shares of
+    the gain's, the head's weight's and its bias's gradients go to its row of ``PARTIAL``
+    (``[D | h·D | h]``), summed over blocks after the launch."""
+    b = tl.program_id(0).to(tl.int64)
+    block = tl.program_id(1)
+    rows = block * BLOCK_N + tl.arange(0, BLOCK_N)
+    inside = rows < N
+    heads = tl.arange(0, BLOCK_H)
+    head_valid = heads < H
+    grad = tl.load(GRAD + b * sgb + heads[None, :] * sgh + rows[:, None],
+                   mask=inside[:, None] & head_valid[None, :], other=0.0)
+    if HAS_MASK:
+        real = tl.load(MASK + b * smask + rows, mask=inside, other=0) != 0
+        grad = tl.where(real[:, None], grad, 0.0)
+    x_base = X + b * sxb
+    hidden_base = HIDDEN + b * shb
+    squares = tl.zeros([BLOCK_N], dtype=tl.float32)
+    along = tl.zeros([BLOCK_N], dtype=tl.float32)  # Σ_j d_j·gain_j·hidden_j
+    for start in range(0, D, BLOCK_D):
+        offs = start + tl.arange(0, BLOCK_D)
+        features = offs < D
+        hidden = tile(hidden_base, rows, shn, offs, inside[:, None] & features[None, :])
+        weights = tl.load(HEAD_W + heads[:, None] * shead + offs[None, :],
+                          mask=head_valid[:, None] & features[None, :], other=0.0)
+        gain = tl.load(NORM_W + offs, mask=features, other=0.0).to(tl.float32)
+        d = dot(grad, weights.to(tl.float32), 0)
+        squares += tl.sum(hidden * hidden, axis=1)
+        along += tl.sum(d * gain[None, :] * hidden, axis=1)
+    inverse_rms = 1.0 / tl.sqrt(squares / D + eps)
+    correction = inverse_rms * inverse_rms * inverse_rms * along / D
+    part = PARTIAL + (b * tl.num_programs(1) + block) * spart
+    for start in range(0, D, BLOCK_D):
+        offs = start + tl.arange(0, BLOCK_D)
+        features = offs < D
+        valid = inside[:, None] & features[None, :]
+        hidden = tile(hidden_base, rows, shn, offs, valid)
+        weights = tl.load(HEAD_W + heads[:, None] * shead + offs[None, :],
+                          mask=head_valid[:, None] & features[None, :], other=0.0)
+        gain = tl.load(NORM_W + offs, mask=features, other=0.0).to(tl.float32)
+        d = dot(grad, weights.to(tl.float32), 0)
+        unit = hidden * inverse_rms[:, None]
+        residual = tile(x_base, rows, sxn, offs, valid) + unit * gain[None, :]
+        tl.store(DX + b * sdxb + rows[:, None].to(tl.int64) * sdxn + offs[None, :],
+                 d.to(DX.dtype.element_ty), mask=valid)
+        d_hidden = inverse_rms[:, None] * gain[None, :] * d - hidden * correction[:, None]
+        tl.store(DHIDDEN + b * sdhb + rows[:, None].to(tl.int64) * sdhn + offs[None, :],
+                 d_hidden.to(DHIDDEN.dtype.element_ty), mask=valid)
+        tl.store(part + offs, tl.sum(d * unit, axis=0), mask=features)
+        head_share = dot(tl.trans(grad), residual, 0)  # (h, BLOCK_D)
+        tl.store(part + D + heads[:, None] * D + offs[None, :], head_share,
+                 mask=head_valid[:, None] & features[None, :])
+    tl.store(part + D + H * D + heads, tl.sum(grad, axis=0), mask=head_valid)
 
 
 @triton.jit

@@ -10,10 +10,12 @@ top-k. It computes no gradient; the module uses it in evaluation only (see
 :func:`samsa_triton_applies`).
 
 Before the top-k, the scores of every candidate: each token's ``Linear_{D→h}(x + RMSNorm(h))``
-from its residual stream x and score MLP's output, padded tokens at the lowest float32, then the
-support tokens' learned scores. Eagerly that is the norm (a compiled region on CUDA), the head's
-projection, casts of its weight, bias and output, the padding fill and a concatenation with the
-support scores; :func:`samsa_candidate_scores` is one launch, in float32 throughout.
+from its residual stream x and score MLP's output (plus training's Gumbel noise), padded tokens
+at the lowest float32, then the support tokens' learned scores. Eagerly that is the norm (a
+compiled region on CUDA), the head's projection, casts of its weight, bias and output, the
+noise's sum, the padding fill and a concatenation with the support scores, and as many
+operations again for their gradients; :func:`samsa_candidate_scores` is one launch, in float32
+throughout, and its backward one more and two sums.
 """
 
 from __future__ import annotations
@@ -74,10 +76,10 @@ def _sample_kernels():
 
 
 @functools.cache
-def _scores_kernel():
-    from ._samsa_triton_kernels import samsa_candidate_scores as kernel
+def _scores_kernels():
+    from ._samsa_triton_kernels import samsa_candidate_scores, samsa_candidate_scores_backward
 
-    return kernel
+    return samsa_candidate_scores, samsa_candidate_scores_backward
 
 
 def _wants_grad(*tensors: Tensor) -> bool:
@@ -98,11 +100,13 @@ def samsa_triton_applies(q: Tensor, *tensors: Tensor) -> bool:
 
 def samsa_scores_triton_applies(x: Tensor, support_scores: Tensor, *tensors: Tensor) -> bool:
     """Whether the module's scores come from :func:`samsa_candidate_scores`: where the kernels'
-    switch allows ``x``, no gradient is wanted (of ``x``, ``support_scores`` ``(h, S)`` or
-    ``tensors``) and h is at most :data:`SAMSA_TRITON_MAX_HEADS`."""
+    switch allows ``x`` and ``tensors`` (the MLP's output, the norm's and the head's weights)
+    are in the kernels' dtypes on its device, and h (``support_scores`` ``(h, S)``) is at most
+    :data:`SAMSA_TRITON_MAX_HEADS`; with or without gradients."""
     return (
         support_scores.shape[0] <= SAMSA_TRITON_MAX_HEADS
-        and not _wants_grad(x, support_scores, *tensors)
+        and all(t.dtype in KERNEL_DTYPES and t.device == x.device
+                for t in (support_scores, *tensors))
         and SWITCH.allows(x)
     )
 
@@ -186,6 +190,13 @@ def samsa_sampled_attention(
     return out
 
 
+#: ``eager(x, hidden, norm_weight, head_weight, head_bias, support_scores)``: the candidates'
+#: scores by torch operations, with a graph (padding and noise bound).
+EagerScores = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor], Tensor]
+#: Tokens in a block of the score kernels.
+_SCORES_BLOCK = 64
+
+
 def samsa_candidate_scores(
     x: Tensor,
     hidden: Tensor,
@@ -195,13 +206,19 @@ def samsa_candidate_scores(
     head_bias: Tensor | None,
     support_scores: Tensor,
     padding_mask: Tensor | None = None,
+    *,
+    noise: Tensor | None = None,
+    eager: EagerScores | None = None,
 ) -> Tensor:
     """The scores of the N tokens then the S support tokens, as SAMSA's sampling reads them.
 
     Token n's score for head j is ``(x_n + RMSNorm(hidden_n))·W_j + b_j`` with the norm
-    ``hidden · rsqrt(mean(hidden²) + eps) · norm_weight``, in float32 (eagerly, under autocast,
-    the sum and the scores are rounded to half precision); a padded token's is float32's lowest.
-    No gradient (evaluation only, as :func:`samsa_triton_applies` allows).
+    ``hidden · rsqrt(mean(hidden²) + eps) · norm_weight``, plus ``noise`` (training's Gumbel
+    noise), in float32 (eagerly, under autocast, the sum and the scores are rounded to half
+    precision); a padded token's is float32's lowest. One launch; with gradients, the backward
+    is one more launch (the gradients of x, hidden and, by each block's share, of the norm's
+    and the head's parameters) and two sums, where torch's norm, projection, casts, padding
+    fill and concatenation each had their own.
 
     Args:
         x: ``(B, N, D)`` the residual stream, as the score MLP read it.
@@ -212,12 +229,15 @@ def samsa_candidate_scores(
         head_weight: ``(h, D)``; head_bias: ``(h,)`` or None.
         support_scores: ``(h, S)`` the support tokens' scores.
         padding_mask: ``(B, N)`` bool, True at real tokens, or None.
+        noise: ``(B, h, N)`` float32 added to the tokens' scores, or None.
+        eager: the same scores by torch operations (:data:`EagerScores`): the backward pass's
+            path under ``create_graph`` and after a kernel failure (without it, those raise).
 
     Returns:
         ``(B, h, N + S)`` float32.
     """
     batch, length, dim = x.shape
-    heads, supports = support_scores.shape
+    heads, _ = support_scores.shape
     if hidden.shape != x.shape or norm_weight.shape != (dim,) or head_weight.shape != (heads, dim):
         raise ValueError(
             f"hidden must have x's shape {tuple(x.shape)}, norm_weight ({dim},) and head_weight "
@@ -229,31 +249,113 @@ def samsa_candidate_scores(
     if padding_mask is not None and padding_mask.shape != (batch, length):
         raise ValueError(f"padding_mask must have shape ({batch}, {length}); got "
                          f"{tuple(padding_mask.shape)}")
+    if noise is not None and (noise.shape != (batch, heads, length)
+                              or noise.dtype != torch.float32):
+        raise ValueError(f"noise must be float32 of shape ({batch}, {heads}, {length}); got "
+                         f"{noise.dtype} {tuple(noise.shape)}")
     if heads > SAMSA_TRITON_MAX_HEADS:
         raise ValueError(f"at most {SAMSA_TRITON_MAX_HEADS} heads are supported; got {heads}")
-    out = torch.empty(batch, heads, length + supports, dtype=torch.float32, device=x.device)
-    if batch == 0:
+    eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
+    return _CandidateScores.apply(x, hidden, norm_weight, head_weight, head_bias, support_scores,
+                                  padding_mask, noise, eps, eager)
+
+
+class _CandidateScores(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, hidden, norm_weight, head_weight, head_bias, support_scores,
+                padding_mask, noise, eps, eager):
+        ctx.save_for_backward(x, hidden, norm_weight, head_weight, head_bias, support_scores,
+                              padding_mask)
+        ctx.eps, ctx.eager = eps, eager
+        batch, length, dim = x.shape
+        heads, supports = support_scores.shape
+        x, hidden, norm_weight, head_weight, support_scores = (
+            unit_last_stride(t) for t in (x, hidden, norm_weight, head_weight, support_scores)
+        )
+        out = torch.empty(batch, heads, length + supports, dtype=torch.float32, device=x.device)
+        if batch == 0:
+            return out
+        mask = _int8_mask(padding_mask)
+        head_bias = None if head_bias is None else head_bias.contiguous()
+        launch(
+            _scores_kernels()[0], (batch, -(-length // _SCORES_BLOCK) + 1),
+            x, hidden, norm_weight, head_weight, head_weight if head_bias is None else head_bias,
+            support_scores, out if mask is None else mask, out if noise is None else noise, out,
+            length, dim, heads, supports, eps, torch.finfo(torch.float32).min,
+            x.stride(0), x.stride(1), hidden.stride(0), hidden.stride(1), head_weight.stride(0),
+            support_scores.stride(0), 0 if mask is None else mask.stride(0),
+            *((0, 0, 0) if noise is None else noise.stride()),  # any layout
+            out.stride(0), out.stride(1),
+            HAS_BIAS=head_bias is not None, HAS_MASK=mask is not None,
+            HAS_NOISE=noise is not None, BLOCK_N=_SCORES_BLOCK, BLOCK_D=64,
+            BLOCK_H=block_width(heads), BLOCK_S=128,
+        )
         return out
-    x, hidden, norm_weight, head_weight, support_scores = (
-        unit_last_stride(t) for t in (x, hidden, norm_weight, head_weight, support_scores)
-    )
-    head_bias = None if head_bias is None else head_bias.contiguous()
-    mask = None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
-    block_n = 64
-    launch(
-        _scores_kernel(), (batch, -(-length // block_n) + 1),
-        x, hidden, norm_weight, head_weight, head_bias if head_bias is not None else head_weight,
-        support_scores, mask if mask is not None else out, out,
-        length, dim, heads, supports,
-        torch.finfo(torch.float32).eps if eps is None else float(eps),
-        torch.finfo(torch.float32).min,
-        x.stride(0), x.stride(1), hidden.stride(0), hidden.stride(1), head_weight.stride(0),
-        support_scores.stride(0), mask.stride(0) if mask is not None else 0, out.stride(0),
-        out.stride(1),
-        HAS_BIAS=head_bias is not None, HAS_MASK=mask is not None,
-        BLOCK_N=block_n, BLOCK_D=64, BLOCK_H=block_width(heads), BLOCK_S=128,
-    )
-    return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads = SWITCH.run_backward(lambda: _scores_backward(ctx, grad),
+                                    lambda: _eager_scores_backward(ctx, grad))
+        wanted = ctx.needs_input_grad[: len(grads)]
+        return *(g if w else None for g, w in zip(grads, wanted, strict=True)), *[None] * 4
+
+
+def _int8_mask(padding_mask: Tensor | None) -> Tensor | None:
+    return None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
+
+
+def _scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
+    """:class:`_CandidateScores`'s gradients to its six tensors by one launch and two sums."""
+    x, hidden, norm_weight, head_weight, head_bias, support_scores, padding_mask = (
+        ctx.saved_tensors)
+    batch, length, dim = x.shape
+    heads = head_weight.shape[0]
+    x, hidden, norm_weight, head_weight, grad = (
+        unit_last_stride(t) for t in (x, hidden, norm_weight, head_weight, grad))
+    mask = _int8_mask(padding_mask)
+    grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    grad_hidden = torch.empty(hidden.shape, dtype=hidden.dtype, device=x.device)
+    blocks = -(-length // _SCORES_BLOCK)
+    partial = torch.empty(batch * blocks, dim + heads * dim + heads, dtype=torch.float32,
+                          device=x.device)
+    if partial.numel():
+        launch(
+            _scores_kernels()[1], (batch, blocks),
+            x, hidden, norm_weight, head_weight, grad, grad if mask is None else mask, grad_x,
+            grad_hidden, partial, length, dim, heads, ctx.eps,
+            x.stride(0), x.stride(1), hidden.stride(0), hidden.stride(1), head_weight.stride(0),
+            grad.stride(0), grad.stride(1), 0 if mask is None else mask.stride(0),
+            grad_x.stride(0), grad_x.stride(1), grad_hidden.stride(0), grad_hidden.stride(1),
+            partial.stride(0),
+            HAS_MASK=mask is not None, BLOCK_N=_SCORES_BLOCK, BLOCK_D=32,
+            BLOCK_H=block_width(heads),
+        )
+    sums = partial.sum(0)
+    grad_head = sums[dim : dim + heads * dim].view(heads, dim)
+    grad_bias = None if head_bias is None else sums[dim + heads * dim :].to(head_bias.dtype)
+    return [grad_x, grad_hidden, sums[:dim].to(norm_weight.dtype), grad_head.to(head_weight.dtype),
+            grad_bias, grad[..., length:].sum(0).to(support_scores.dtype)]
+
+
+def _eager_scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
+    """The gradients through the eager scores (``create_graph``, a kernel failure)."""
+    if ctx.eager is None:
+        raise RuntimeError("samsa_candidate_scores: its backward under create_graph or after a "
+                           "kernel failure needs its eager argument")
+    inputs = ctx.saved_tensors[:6]  # x, hidden, norm_weight, head_weight, head_bias, supports
+    present = [i for i, tensor in enumerate(inputs) if tensor is not None]
+
+    def scores(*tensors: Tensor) -> Tensor:
+        full = list(inputs)
+        for i, tensor in zip(present, tensors, strict=True):
+            full[i] = tensor
+        return ctx.eager(*full)
+
+    grads: list[Tensor | None] = [None] * len(inputs)
+    found = eager_gradients([inputs[i] for i in present], scores, grad)
+    for i, got in zip(present, found, strict=True):
+        grads[i] = got
+    return grads
 
 
 #: ``eager(k, v, support_rows, index)``: the candidates' rows by torch operations, with a graph.
