@@ -230,8 +230,8 @@ class SamplingAttention(AttentionBase):
         scores = self.importance.scores(x, hidden)
         # Gumbel noise and sigmoid comparisons of close scores need more than half precision:
         # the noise is drawn in float32 at least and its sum widens the scores, with no cast.
-        wide = torch.promote_types(scores.dtype, torch.float32)
-        gumbel = gumbel_noise(scores, dtype=wide) if noise else None
+        gumbel = gumbel_noise(scores, dtype=torch.promote_types(scores.dtype, torch.float32)
+                              ) if noise else None
         return self._candidate_scores(scores, inputs.padding_mask, gumbel)
 
     def _candidate_scores(self, scores: Tensor, padding_mask: Tensor | None,
@@ -239,8 +239,10 @@ class SamplingAttention(AttentionBase):
         """:meth:`candidate_scores` from the tokens' scores ``(B, h, N)`` and their noise
         (``gumbel``, at least float32, or None), with ``support_scores`` (this layer's when
         None)."""
-        wide = torch.promote_types(scores.dtype, torch.float32)
-        scores = scores.to(wide) if gumbel is None else scores + gumbel
+        if gumbel is None:
+            scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
+        else:
+            scores = scores + gumbel  # the noise's dtype is at least float32: the sum's too
         if padding_mask is not None:
             lowest = torch.finfo(scores.dtype).min
             scores = scores.masked_fill(~padding_mask[:, None, :], lowest)
