@@ -3,7 +3,6 @@ the library is for, and the README's account of it is generated from it."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from filterformer.training.checkpoint import config_differences
@@ -13,16 +12,10 @@ from filterformer.training.compare.comparison_results import (
     read_results_data,
 )
 
+from .scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "compare_builtin" / "results.json"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "builtin_comparison_text", ROOT / "scripts" / "builtin_comparison_text.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _results() -> ComparisonResults:
@@ -52,7 +45,7 @@ def test_the_models_learn_far_above_chance_and_the_baseline_over_smooths() -> No
 
 
 def test_the_readme_holds_the_text_generated_from_the_committed_run() -> None:
-    script = _script()
+    script = load_script("builtin_comparison_text")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = script.builtin_comparison_text(RESULTS)
     assert script.with_block(readme, block) == readme

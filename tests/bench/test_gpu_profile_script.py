@@ -4,9 +4,7 @@ and a message with exit 2 for each bad argument."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,14 +12,7 @@ import torch
 from filterformer.bench import GPU_TARGETS
 from filterformer.bench.run import quick_target
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_profile.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("gpu_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ..scripts import load_script
 
 
 def test_every_side_of_the_chosen_targets_is_profiled_once(tmp_path, capsys):
@@ -31,8 +22,9 @@ def test_every_side_of_the_chosen_targets_is_profiled_once(tmp_path, capsys):
                 for side in (target.numerator, target.denominator)}
     assert len(expected) == 6  # softmax, GFSA, SAMSA and AGF BERT steps; two modules at D=128
     report = tmp_path / "profile.md"
-    assert _script().main(["--device", "cpu", "--quick", "--match", "BERT|D=128", "--top", "3",
-                           "--steps", "2", "--output", str(report)]) == 0
+    assert load_script("gpu_profile").main([
+        "--device", "cpu", "--quick", "--match", "BERT|D=128", "--top", "3", "--steps", "2",
+        "--output", str(report)]) == 0
     text = report.read_text()
     printed = capsys.readouterr().out.splitlines()
     assert [line for line in text.splitlines() if line] == [line for line in printed if line]
@@ -63,7 +55,7 @@ def test_every_side_of_the_chosen_targets_is_profiled_once(tmp_path, capsys):
 ])
 def test_a_bad_argument_is_named_with_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as exit_:
-        _script().main(["--device", "cpu", "--quick", *args])
+        load_script("gpu_profile").main(["--device", "cpu", "--quick", *args])
     assert exit_.value.code == 2
     assert re.search(message, capsys.readouterr().err)
 
@@ -71,13 +63,13 @@ def test_a_bad_argument_is_named_with_exit_2(args, message, capsys):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without CUDA")
 def test_cuda_without_a_device_is_refused(capsys):
     with pytest.raises(SystemExit) as exit_:
-        _script().main(["--match", "BERT"])
+        load_script("gpu_profile").main(["--match", "BERT"])
     assert exit_.value.code == 2
     assert "--device cuda: no CUDA device" in capsys.readouterr().err
 
 
 def test_generation_is_left_out_unless_asked():
-    script = _script()
+    script = load_script("gpu_profile")
     default = {case.method for case, _, _ in script.sides("", script.DEFAULT_SKIP, quick=True)}
     everything = {case.method for case, _, _ in script.sides("", "", quick=True)}
     assert not any(m.startswith("generate") for m in default)
@@ -85,7 +77,7 @@ def test_generation_is_left_out_unless_asked():
 
 
 def test_a_run_stopped_part_way_keeps_the_sides_it_measured(tmp_path, monkeypatch):
-    script = _script()
+    script = load_script("gpu_profile")
     real, calls = script.profile_step, []
 
     def stopped_at_the_second(*args, **kwargs):

@@ -4,27 +4,18 @@ with a stand-in clock: each setting of AGF's launch table is in force while it i
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
-from pathlib import Path
 
 from filterformer.functional import agf_triton as agf_triton_module
 
+from ..scripts import load_script
 from .triton_interpreter import interpreter_only
 
 pytestmark = interpreter_only
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_tune_agf.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("gpu_tune_agf", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_each_setting_is_in_force_while_it_is_timed(monkeypatch, capsys):
-    script = _script()
+    script = load_script("gpu_tune_agf")
     current = dict(agf_triton_module.LAUNCH)
     monkeypatch.setattr(agf_triton_module, "LAUNCH", dict(current))  # the script writes to it
     taken = []

@@ -14,6 +14,7 @@ import pytest
 
 from filterformer.functional.triton_support import triton_available
 
+from ..scripts import load_script
 from .triton_interpreter import FakeTritonError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,13 +110,6 @@ def test_a_kernel_that_does_not_compile_is_reported_with_the_compilers_error(
     assert compiled_one["compiled"] and compiled_one["registers"] > 0
 
 
-def _script_module():
-    spec = importlib.util.spec_from_file_location("compile_kernels", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 class _KernelTheInterpreterFails:
     """Stands for a Triton kernel (``kernel.fn`` names it) whose launch fails as Triton's do."""
 
@@ -145,7 +139,7 @@ def test_a_launch_the_interpreter_fails_is_kept_with_its_error(monkeypatch):
     expected = gfsa_combine(*terms, *weights, K=3)
     launches, failures = [], []
     with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"), \
-            _script_module()._recording(launches, failures):
+            load_script("compile_kernels")._recording(launches, failures):
         found = gfsa_combine(*terms, *weights, K=3)
     torch.testing.assert_close(found, expected)
     assert [launch["kernel"] for launch in launches] == ["gfsa_combine_forward"]
