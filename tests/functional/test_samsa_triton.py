@@ -242,6 +242,7 @@ def _gradients(out, inputs, grad, **kwargs):
     (3, 0, 16, 2, 8, True, True),  # no tokens: the supports alone
     (2, 5, 24, 17, 4, True, False),  # heads not a power of 2, above 16
     (2, 70, 16, 2, 4, True, True),  # a second block of tokens, partly padding
+    (1, 45, 16, 40, 4, True, True),  # over 32 heads: the backward's blocks of 32 tokens
 ])
 @pytest.mark.parametrize("transposed", [False, True])  # the module's noise: (B, N, h) memory
 def test_candidate_scores_with_noise_and_their_gradients_equal_float64(
@@ -260,6 +261,41 @@ def test_candidate_scores_with_noise_and_their_gradients_equal_float64(
                          _gradients(reference, reference_inputs, grad), strict=True):
         assert got.dtype == torch.float32
         torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_gradients_stay_finite_with_a_zero_epsilon_past_the_last_token(masked):
+    # 37 tokens: the second half of the block has no token, whose 1/sqrt(0 + 0) is infinite.
+    inputs = _with_gradients(_score_inputs(2, 37, 24, 3, 4, masked=masked))
+    inputs[3] = 0.0
+    out = samsa_triton_module.samsa_candidate_scores(*inputs)
+    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
+                                        and t.is_floating_point() else t for t in inputs])
+    reference = reference_scores(*reference_inputs)
+    grad = torch.randn(out.shape, dtype=torch.float64)
+    for got, want in zip(_gradients(out, inputs, grad.float()),
+                         _gradients(reference, reference_inputs, grad), strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_default_epsilon_is_that_of_the_norms_dtype_as_eagerly():
+    # A model held in bfloat16 (no autocast): RMSNorm's epsilon is bfloat16's, 2⁻⁷.
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4).bfloat16().eval()
+    x = torch.randn(2, 9, 32, dtype=torch.bfloat16)
+    hidden = layer.importance.mlp(x) * 0.05  # a norm where the epsilon shows
+    norm, head = layer.importance.norm, layer.importance.head
+    assert norm.eps is None
+    eager = layer.importance.scores(x, hidden)
+    out = samsa_triton_module.samsa_candidate_scores(
+        x, hidden, norm.weight, norm.eps, head.weight, head.bias, layer.support_scores)
+    wrong = samsa_triton_module.samsa_candidate_scores(
+        x, hidden, norm.weight, torch.finfo(torch.float32).eps, head.weight, head.bias,
+        layer.support_scores)
+    tokens = out[..., :9].double()
+    # Eagerly the sum and the scores are rounded to bfloat16 (8 bits): within 2⁻⁸ of the kernel.
+    torch.testing.assert_close(tokens, eager.double(), rtol=2**-7, atol=2**-7)
+    assert (wrong[..., :9].double() - eager.double()).abs().max() > 4 * 2**-7
 
 
 def test_half_precision_rows_take_gradients_in_their_dtype():

@@ -206,7 +206,8 @@ class SamplingAttention(AttentionBase):
         x = autocast_input(inputs.residual)
         hidden = self.importance.mlp(x)
         norm, head = self.importance.norm, self.importance.head
-        if samsa_scores_triton_applies(x, self.support_scores, hidden, norm.weight, head.weight):
+        if samsa_scores_triton_applies(x, self.support_scores, hidden, norm.weight, head.weight,
+                                       head.bias, padding_mask=inputs.padding_mask):
             # Drawn once, in float32 (the kernel's precision), for whichever path serves, laid
             # out as the eager path's (the head's output transposed): the same draws land on
             # the same tokens.

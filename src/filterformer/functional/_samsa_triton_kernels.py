@@ -100,7 +100,7 @@ def samsa_candidate_scores(
             offs = start + tl.arange(0, BLOCK_D)
             hidden = tile(hidden_base, rows, shn, offs, inside[:, None] & (offs < D)[None, :])
             squares += tl.sum(hidden * hidden, axis=1)
-        inverse_rms = 1.0 / tl.sqrt(squares / D + eps)
+        inverse_rms = 1.0 / tl.sqrt(tl.where(inside, squares / D + eps, 1.0))  # eps may be 0
         scores = tl.zeros([BLOCK_N, BLOCK_H], dtype=tl.float32)
         for start in range(0, D, BLOCK_D):
             offs = start + tl.arange(0, BLOCK_D)
@@ -116,7 +116,8 @@ def samsa_candidate_scores(
         if HAS_BIAS:
             scores += tl.load(HEAD_B + heads, mask=head_valid, other=0.0).to(tl.float32)[None, :]
         if HAS_NOISE:
-            scores += tl.load(NOISE + b * snb + heads[None, :] * snh + rows[:, None] * snn,
+            scores += tl.load(NOISE + b * snb + heads[None, :].to(tl.int64) * snh
+                              + rows[:, None].to(tl.int64) * snn,
                               mask=inside[:, None] & head_valid[None, :], other=0.0)
         if HAS_MASK:
             real = tl.load(MASK + b * smask + rows, mask=inside, other=0) != 0
@@ -144,7 +145,7 @@ def samsa_candidate_scores_backward(
     inside = rows < N
     heads = tl.arange(0, BLOCK_H)
     head_valid = heads < H
-    grad = tl.load(GRAD + b * sgb + heads[None, :] * sgh + rows[:, None],
+    grad = tl.load(GRAD + b * sgb + heads[None, :].to(tl.int64) * sgh + rows[:, None],
                    mask=inside[:, None] & head_valid[None, :], other=0.0)
     if HAS_MASK:
         real = tl.load(MASK + b * smask + rows, mask=inside, other=0) != 0
@@ -163,7 +164,8 @@ def samsa_candidate_scores_backward(
         d = dot(grad, weights.to(tl.float32), 0)
         squares += tl.sum(hidden * hidden, axis=1)
         along += tl.sum(d * gain[None, :] * hidden, axis=1)
-    inverse_rms = 1.0 / tl.sqrt(squares / D + eps)
+    # 0 past the last token: with eps = 0 its 1/sqrt(0) would put NaN into the blocks' sums.
+    inverse_rms = tl.where(inside, 1.0 / tl.sqrt(tl.where(inside, squares / D + eps, 1.0)), 0.0)
     correction = inverse_rms * inverse_rms * inverse_rms * along / D
     part = PARTIAL + (b * tl.num_programs(1) + block) * spart
     for start in range(0, D, BLOCK_D):

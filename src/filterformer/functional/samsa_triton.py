@@ -26,6 +26,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from .coefficient_dtype import terms_dtype
 from .triton_support import (
     KERNEL_DTYPES,
     KernelSwitch,
@@ -98,15 +99,18 @@ def samsa_triton_applies(q: Tensor, *tensors: Tensor) -> bool:
     )
 
 
-def samsa_scores_triton_applies(x: Tensor, support_scores: Tensor, *tensors: Tensor) -> bool:
+def samsa_scores_triton_applies(x: Tensor, support_scores: Tensor, *tensors: Tensor | None,
+                                padding_mask: Tensor | None = None) -> bool:
     """Whether the module's scores come from :func:`samsa_candidate_scores`: where the kernels'
-    switch allows ``x`` and ``tensors`` (the MLP's output, the norm's and the head's weights)
-    are in the kernels' dtypes on its device, and h (``support_scores`` ``(h, S)``) is at most
-    :data:`SAMSA_TRITON_MAX_HEADS`; with or without gradients."""
+    switch allows ``x``, ``tensors`` (the MLP's output, the norm's and the head's parameters;
+    None for an absent one) are in the kernels' dtypes on its device, as is ``padding_mask``,
+    and h (``support_scores`` ``(h, S)``) is at most :data:`SAMSA_TRITON_MAX_HEADS`; with or
+    without gradients."""
     return (
         support_scores.shape[0] <= SAMSA_TRITON_MAX_HEADS
         and all(t.dtype in KERNEL_DTYPES and t.device == x.device
-                for t in (support_scores, *tensors))
+                for t in (support_scores, *tensors) if t is not None)
+        and (padding_mask is None or padding_mask.device == x.device)
         and SWITCH.allows(x)
     )
 
@@ -193,8 +197,12 @@ def samsa_sampled_attention(
 #: ``eager(x, hidden, norm_weight, head_weight, head_bias, support_scores)``: the candidates'
 #: scores by torch operations, with a graph (padding and noise bound).
 EagerScores = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor | None, Tensor], Tensor]
-#: Tokens in a block of the score kernels.
-_SCORES_BLOCK = 64
+#: The score kernels' launches by their block of heads (``block_width(h)``): (tokens a block,
+#: warps) forward, then backward; the backward holds a block's gradient for every head. Compiled
+#: for sm_90 with the module's steps at h = 2, 12, 32 and 64 (scripts/compile_kernels.py's
+#: recording, the last two with its widths changed): no spill but the backward's 16 bytes a
+#: thread for 33 to 64 heads (where 64 tokens and 4 warps spilled 2.5 KB).
+_SCORES_LAUNCH = {16: ((64, 4), (64, 4)), 32: ((64, 4), (64, 8)), 64: ((64, 8), (32, 8))}
 
 
 def samsa_candidate_scores(
@@ -224,12 +232,13 @@ def samsa_candidate_scores(
         x: ``(B, N, D)`` the residual stream, as the score MLP read it.
         hidden: ``(B, N, D)`` the score MLP's output.
         norm_weight: ``(D,)`` the norm's scale.
-        eps: the norm's epsilon (None: float32's machine epsilon, as :class:`torch.nn.RMSNorm`
-            computing in float32).
+        eps: the norm's epsilon (None: the machine epsilon of the wider of hidden's and
+            norm_weight's dtypes, as :class:`torch.nn.RMSNorm` and the eager path take it).
         head_weight: ``(h, D)``; head_bias: ``(h,)`` or None.
         support_scores: ``(h, S)`` the support tokens' scores.
         padding_mask: ``(B, N)`` bool, True at real tokens, or None.
-        noise: ``(B, h, N)`` float32 added to the tokens' scores, or None.
+        noise: ``(B, h, N)`` float32 added to the tokens' scores (it takes no gradient), or
+            None.
         eager: the same scores by torch operations (:data:`EagerScores`): the backward pass's
             path under ``create_graph`` and after a kernel failure (without it, those raise).
 
@@ -255,7 +264,7 @@ def samsa_candidate_scores(
                          f"{noise.dtype} {tuple(noise.shape)}")
     if heads > SAMSA_TRITON_MAX_HEADS:
         raise ValueError(f"at most {SAMSA_TRITON_MAX_HEADS} heads are supported; got {heads}")
-    eps = torch.finfo(torch.float32).eps if eps is None else float(eps)
+    eps = torch.finfo(terms_dtype(hidden, norm_weight)).eps if eps is None else float(eps)
     return _CandidateScores.apply(x, hidden, norm_weight, head_weight, head_bias, support_scores,
                                   padding_mask, noise, eps, eager)
 
@@ -277,8 +286,9 @@ class _CandidateScores(torch.autograd.Function):
             return out
         mask = _int8_mask(padding_mask)
         head_bias = None if head_bias is None else head_bias.contiguous()
+        (block_n, warps), _ = _SCORES_LAUNCH[block_width(heads)]
         launch(
-            _scores_kernels()[0], (batch, -(-length // _SCORES_BLOCK) + 1),
+            _scores_kernels()[0], (batch, -(-length // block_n) + 1),
             x, hidden, norm_weight, head_weight, head_weight if head_bias is None else head_bias,
             support_scores, out if mask is None else mask, out if noise is None else noise, out,
             length, dim, heads, supports, eps, torch.finfo(torch.float32).min,
@@ -287,8 +297,8 @@ class _CandidateScores(torch.autograd.Function):
             *((0, 0, 0) if noise is None else noise.stride()),  # any layout
             out.stride(0), out.stride(1),
             HAS_BIAS=head_bias is not None, HAS_MASK=mask is not None,
-            HAS_NOISE=noise is not None, BLOCK_N=_SCORES_BLOCK, BLOCK_D=64,
-            BLOCK_H=block_width(heads), BLOCK_S=128,
+            HAS_NOISE=noise is not None, BLOCK_N=block_n, BLOCK_D=64,
+            BLOCK_H=block_width(heads), BLOCK_S=128, num_warps=warps,
         )
         return out
 
@@ -315,7 +325,8 @@ def _scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
     mask = _int8_mask(padding_mask)
     grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     grad_hidden = torch.empty(hidden.shape, dtype=hidden.dtype, device=x.device)
-    blocks = -(-length // _SCORES_BLOCK)
+    _, (block_n, warps) = _SCORES_LAUNCH[block_width(heads)]
+    blocks = -(-length // block_n)
     partial = torch.empty(batch * blocks, dim + heads * dim + heads, dtype=torch.float32,
                           device=x.device)
     if partial.numel():
@@ -327,8 +338,8 @@ def _scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
             grad.stride(0), grad.stride(1), 0 if mask is None else mask.stride(0),
             grad_x.stride(0), grad_x.stride(1), grad_hidden.stride(0), grad_hidden.stride(1),
             partial.stride(0),
-            HAS_MASK=mask is not None, BLOCK_N=_SCORES_BLOCK, BLOCK_D=32,
-            BLOCK_H=block_width(heads),
+            HAS_MASK=mask is not None, BLOCK_N=block_n, BLOCK_D=32,
+            BLOCK_H=block_width(heads), num_warps=warps,
         )
     sums = partial.sum(0)
     grad_head = sums[dim : dim + heads * dim].view(heads, dim)
