@@ -185,21 +185,23 @@ def test_invalid_use_is_rejected():
         module(torch.randn(1, 4, DIM), attn_mask=torch.ones(4, 4, dtype=torch.bool))
 
 
-def test_agf_regulariser_reaches_the_model_loss():
+def _agf_classifier_and_batch():
+    """A 2-layer AGF classifier (γ = 0.05) and a batch of 4 sequences of 8 tokens with labels."""
     config = TransformerConfig(dim=DIM, depth=2, num_heads=HEADS, vocab_size=10, max_len=8,
                                attention="agf", attention_options={"orthogonality_weight": 0.05})
     model = SequenceClassifier(config, num_classes=3)
-    ids, labels = torch.randint(0, 10, (4, 8)), torch.randint(0, 3, (4,))
+    return model, torch.randint(0, 10, (4, 8)), torch.randint(0, 3, (4,))
+
+
+def test_agf_regulariser_reaches_the_model_loss():
+    model, ids, labels = _agf_classifier_and_batch()
     out = model(ids, labels=labels)
     assert out.aux_loss is not None and out.aux_loss.item() > 0
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, labels) + out.aux_loss)
 
 
 def test_evaluation_forms_no_regulariser_and_its_loss_is_the_tasks():
-    config = TransformerConfig(dim=DIM, depth=2, num_heads=HEADS, vocab_size=10, max_len=8,
-                               attention="agf", attention_options={"orthogonality_weight": 0.05})
-    model = SequenceClassifier(config, num_classes=3)
-    ids, labels = torch.randint(0, 10, (4, 8)), torch.randint(0, 3, (4,))
+    model, ids, labels = _agf_classifier_and_batch()
     trained = model(ids, labels=labels)
     model.eval()
     evaluated = model(ids, labels=labels)
