@@ -32,10 +32,14 @@ from ..functional.test_agf_triton import (
 )
 from ..functional.test_gfsa_triton import _terms, closed_form, gfsa_module
 from ..functional.test_samsa_triton import (
+    _DIFFERENTIABLE,
+    _float64_leaves,
     _gather_inputs,
+    _gradients,
     _score_inputs,
     _soft_reference,
     _straight_through_inputs,
+    _with_gradients,
     eager_candidates,
     float32_supports_and_half_tokens,
     gathered_attention,
@@ -225,22 +229,18 @@ def test_samsa_candidate_score_gradients_equal_float64(cuda_device, dtype):
     inputs = _score_inputs(4, 1000, 768, 12, 512)
     inputs[0], inputs[1] = inputs[0].to(dtype), inputs[1].to(dtype)
     noise = torch.randn(4, 1000, 12).transpose(1, 2)
-    leaves = (0, 1, 2, 4, 5, 6)  # x, hidden, the norm's weight, the head's, supports
-    on_gpu = [t.to(cuda_device) if isinstance(t, torch.Tensor) else t for t in inputs]
-    doubles = [t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
-               for t in inputs]
-    for tensors in (on_gpu, doubles):
-        for i in leaves:
-            tensors[i] = tensors[i].detach().requires_grad_()
+    on_gpu = _with_gradients([t.to(cuda_device) if isinstance(t, torch.Tensor) else t
+                              for t in inputs])
+    doubles = _float64_leaves(inputs)
     out = samsa_candidate_scores(*on_gpu, noise=noise.to(cuda_device))
     reference = reference_scores(*doubles, noise=noise)
     grad = torch.randn(reference.shape, dtype=torch.float64)
-    found = torch.autograd.grad(out, [on_gpu[i] for i in leaves], grad.float().to(cuda_device))
-    expected = torch.autograd.grad(reference, [doubles[i] for i in leaves], grad)
+    found = _gradients(out, on_gpu, grad.float().to(cuda_device))
+    expected = _gradients(reference, doubles, grad)
     assert [g.dtype for g in found[:2]] == [dtype, dtype]
     # float32: sums over 4000 rows; bfloat16: x's and hidden's gradients rounded to 8 bits.
     bound = 1e-5 if dtype == torch.float32 else 1e-2
-    for index, got, want in zip(leaves, found, expected, strict=True):
+    for index, got, want in zip(_DIFFERENTIABLE, found, expected, strict=True):
         assert _relative(got.cpu().double(), want) < bound, index
 
 

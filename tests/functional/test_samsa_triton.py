@@ -231,6 +231,13 @@ def _with_gradients(inputs, dtype=None):
     return out
 
 
+def _float64_leaves(inputs):
+    """``inputs``' floating tensors in float64, each differentiable one a leaf (as
+    :func:`_with_gradients`)."""
+    return _with_gradients([t.double() if isinstance(t, torch.Tensor) and t.is_floating_point()
+                            else t for t in inputs])
+
+
 def _gradients(out, inputs, grad, **kwargs):
     leaves = [inputs[i] for i in _DIFFERENTIABLE if inputs[i] is not None]
     return torch.autograd.grad(out, leaves, grad, **kwargs)
@@ -252,8 +259,7 @@ def test_candidate_scores_with_noise_and_their_gradients_equal_float64(
     noise = (torch.randn(batch, length, heads).transpose(1, 2) if transposed
              else torch.randn(batch, heads, length))
     out = samsa_triton_module.samsa_candidate_scores(*inputs, noise=noise)
-    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
-                                        and t.is_floating_point() else t for t in inputs])
+    reference_inputs = _float64_leaves(inputs)
     reference = reference_scores(*reference_inputs, noise=noise)
     torch.testing.assert_close(out.double(), reference.detach(), rtol=1e-5, atol=1e-5)
     grad = torch.randn(out.shape, dtype=torch.float64)
@@ -269,8 +275,7 @@ def test_gradients_stay_finite_with_a_zero_epsilon_past_the_last_token(masked):
     inputs = _with_gradients(_score_inputs(2, 37, 24, 3, 4, masked=masked))
     inputs[3] = 0.0
     out = samsa_triton_module.samsa_candidate_scores(*inputs)
-    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
-                                        and t.is_floating_point() else t for t in inputs])
+    reference_inputs = _float64_leaves(inputs)
     reference = reference_scores(*reference_inputs)
     grad = torch.randn(out.shape, dtype=torch.float64)
     for got, want in zip(_gradients(out, inputs, grad.float()),
@@ -301,8 +306,7 @@ def test_the_default_epsilon_is_that_of_the_norms_dtype_as_eagerly():
 def test_half_precision_rows_take_gradients_in_their_dtype():
     inputs = _with_gradients(_score_inputs(2, 40, 64, 4, 8), dtype=torch.bfloat16)
     out = samsa_triton_module.samsa_candidate_scores(*inputs)
-    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
-                                        and t.is_floating_point() else t for t in inputs])
+    reference_inputs = _float64_leaves(inputs)
     reference = reference_scores(*reference_inputs)
     grad = torch.randn(out.shape, dtype=torch.float64)
     found = _gradients(out, inputs, grad.float())
@@ -337,8 +341,7 @@ def test_a_second_derivative_goes_through_the_eager_scores():
     # The second derivative itself: d/dhidden of (dL/dhidden · v) against float64 autograd.
     v = torch.randn_like(inputs[1])
     (second,) = torch.autograd.grad((with_graph[1] * v).sum(), inputs[1])
-    reference_inputs = _with_gradients([t.double() if isinstance(t, torch.Tensor)
-                                        and t.is_floating_point() else t for t in inputs])
+    reference_inputs = _float64_leaves(inputs)
     reference = reference_scores(*reference_inputs, noise=noise)
     (dh,) = torch.autograd.grad(reference, reference_inputs[1], grad.double(), create_graph=True)
     (want,) = torch.autograd.grad((dh * v.double()).sum(), reference_inputs[1])

@@ -164,8 +164,9 @@ def samsa_candidate_scores_backward(
         d = dot(grad, weights.to(tl.float32), 0)
         squares += tl.sum(hidden * hidden, axis=1)
         along += tl.sum(d * gain[None, :] * hidden, axis=1)
-    # 0 past the last token: with eps = 0 its 1/sqrt(0) would put NaN into the blocks' sums.
-    inverse_rms = tl.where(inside, 1.0 / tl.sqrt(tl.where(inside, squares / D + eps, 1.0)), 0.0)
+    # 1 past the last token, where hidden is 0: with eps = 0, 1/sqrt(0) = inf there would put
+    # inf·0 = NaN into the blocks' sums.
+    inverse_rms = 1.0 / tl.sqrt(tl.where(inside, squares / D + eps, 1.0))
     correction = inverse_rms * inverse_rms * inverse_rms * along / D
     part = PARTIAL + (b * tl.num_programs(1) + block) * spart
     for start in range(0, D, BLOCK_D):

@@ -273,9 +273,10 @@ class _CandidateScores(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, hidden, norm_weight, head_weight, head_bias, support_scores,
                 padding_mask, noise, eps, eager):
-        ctx.save_for_backward(x, hidden, norm_weight, head_weight, head_bias, support_scores,
-                              padding_mask)
-        ctx.eps, ctx.eager = eps, eager
+        ctx.save_for_backward(x, hidden, norm_weight, head_weight, head_bias, support_scores)
+        # The mask as the kernels read it, for the backward too (the eager path binds its own).
+        mask = None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
+        ctx.eps, ctx.eager, ctx.mask = eps, eager, mask
         batch, length, dim = x.shape
         heads, supports = support_scores.shape
         x, hidden, norm_weight, head_weight, support_scores = (
@@ -284,7 +285,6 @@ class _CandidateScores(torch.autograd.Function):
         out = torch.empty(batch, heads, length + supports, dtype=torch.float32, device=x.device)
         if batch == 0:
             return out
-        mask = _int8_mask(padding_mask)
         head_bias = None if head_bias is None else head_bias.contiguous()
         (block_n, warps), _ = _SCORES_LAUNCH[block_width(heads)]
         launch(
@@ -310,19 +310,14 @@ class _CandidateScores(torch.autograd.Function):
         return *(g if w else None for g, w in zip(grads, wanted, strict=True)), *[None] * 4
 
 
-def _int8_mask(padding_mask: Tensor | None) -> Tensor | None:
-    return None if padding_mask is None else padding_mask.to(torch.int8).contiguous()
-
-
 def _scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
     """:class:`_CandidateScores`'s gradients to its six tensors by one launch and two sums."""
-    x, hidden, norm_weight, head_weight, head_bias, support_scores, padding_mask = (
-        ctx.saved_tensors)
+    x, hidden, norm_weight, head_weight, head_bias, support_scores = ctx.saved_tensors
     batch, length, dim = x.shape
     heads = head_weight.shape[0]
     x, hidden, norm_weight, head_weight, grad = (
         unit_last_stride(t) for t in (x, hidden, norm_weight, head_weight, grad))
-    mask = _int8_mask(padding_mask)
+    mask = ctx.mask
     grad_x = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     grad_hidden = torch.empty(hidden.shape, dtype=hidden.dtype, device=x.device)
     _, (block_n, warps) = _SCORES_LAUNCH[block_width(heads)]
@@ -353,20 +348,7 @@ def _eager_scores_backward(ctx, grad: Tensor) -> list[Tensor | None]:
     if ctx.eager is None:
         raise RuntimeError("samsa_candidate_scores: its backward under create_graph or after a "
                            "kernel failure needs its eager argument")
-    inputs = ctx.saved_tensors[:6]  # x, hidden, norm_weight, head_weight, head_bias, supports
-    present = [i for i, tensor in enumerate(inputs) if tensor is not None]
-
-    def scores(*tensors: Tensor) -> Tensor:
-        full = list(inputs)
-        for i, tensor in zip(present, tensors, strict=True):
-            full[i] = tensor
-        return ctx.eager(*full)
-
-    grads: list[Tensor | None] = [None] * len(inputs)
-    found = eager_gradients([inputs[i] for i in present], scores, grad)
-    for i, got in zip(present, found, strict=True):
-        grads[i] = got
-    return grads
+    return eager_gradients(ctx.saved_tensors, ctx.eager, grad)
 
 
 #: ``eager(k, v, support_rows, index)``: the candidates' rows by torch operations, with a graph.

@@ -70,19 +70,20 @@ def leading_strides(x: Tensor) -> tuple[int, int, int]:
 
 
 def eager_gradients(
-    inputs: Sequence[Tensor], forward: Callable[..., Tensor | Sequence[Tensor]],
+    inputs: Sequence[Tensor | None], forward: Callable[..., Tensor | Sequence[Tensor]],
     grads: Tensor | Sequence[Tensor],
 ) -> list[Tensor | None]:
     """The gradients of ``forward(*inputs)`` for ``grads``, by torch's autograd: a kernel
     Function's backward where its kernels cannot serve. Under ``create_graph`` (grad mode on in
     the backward) they are taken of ``inputs`` themselves, so that they have a graph; otherwise
-    of detached copies. None for an input that needs no gradient or that ``forward`` does not
-    use."""
+    of detached copies. None for an input that is None (passed to ``forward`` as None), needs no
+    gradient or that ``forward`` does not use."""
     create_graph = torch.is_grad_enabled()
     with torch.enable_grad():
-        leaves = list(inputs) if create_graph else [x.detach().requires_grad_() for x in inputs]
+        leaves = list(inputs) if create_graph else [
+            None if x is None else x.detach().requires_grad_() for x in inputs]
         outputs = forward(*leaves)
-        wanted = [i for i, x in enumerate(leaves) if x.requires_grad]
+        wanted = [i for i, x in enumerate(leaves) if x is not None and x.requires_grad]
         found = torch.autograd.grad(outputs, [leaves[i] for i in wanted], grads,
                                     allow_unused=True, create_graph=create_graph)
     result: list[Tensor | None] = [None] * len(leaves)
