@@ -8,7 +8,12 @@ import re
 import numpy as np
 import pytest
 
-from filterformer.training.progress import RunsProgress, TrainProgress, format_duration
+from filterformer.training.progress import (
+    RunsProgress,
+    TrainProgress,
+    format_duration,
+    print_line,
+)
 
 
 class FakeClock:
@@ -22,6 +27,46 @@ class FakeClock:
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+class UnbufferedStream:
+    """A stream as ``PYTHONUNBUFFERED=1`` makes them: each ``write`` reaches the pipe on its
+    own, where another process's write can land between two of them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.calls.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.calls.append("<flush>")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_every_line_is_one_write_with_its_newline_then_a_flush(monkeypatch):
+    rng = np.random.default_rng()
+    stream = UnbufferedStream()
+    progress = TrainProgress(f"gfsa seed {rng.integers(100)}", 6, steps_per_epoch=3,
+                             stream=stream, interval_s=0.0, clock=FakeClock())
+    for loss in rng.uniform(0.5, 2.5, size=6):
+        progress.advance(float(loss))
+    progress.evaluating("validation", 16)
+    progress.validated("accuracy", float(rng.uniform()))
+    progress.evaluating("test", 16, best_step=6)
+    progress.tested("accuracy", float(rng.uniform()))
+    monkeypatch.setattr("sys.stdout", stream)
+    print_line("[1/2] gfsa seed 0 (trained): test accuracy 0.5000, 1.0 s")  # sys.stdout's
+    writes, flushes = stream.calls[::2], stream.calls[1::2]
+    # The start, a status a step, 2 evaluations announced, their 2 results, the echoed line.
+    assert len(writes) == 1 + 6 + 2 + 2 + 1
+    assert flushes == ["<flush>"] * len(writes)
+    for text in writes:
+        assert text.endswith("\n") and text.count("\n") == 1, text
+    assert writes[-1].startswith("[1/2] gfsa")
 
 
 def test_plain_lines_every_interval_and_after_each_validation():

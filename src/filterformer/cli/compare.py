@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from ..checks import check_integer
     from ..training.compare import compare, dry_run, load_compare_config
     from ..training.compare.execution import RunFailedError
+    from ..training.progress import print_line
 
     if args.threads < 0:
         raise ValueError(f"--threads must be 0 (torch's choice) or more; got {args.threads}")
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_compare_config(
         args.config, overrides, **{k: v for k, v in options.items() if v is not None}
     )
-    echo = (lambda line: None) if args.quiet else print
+    echo = (lambda line: None) if args.quiet else print_line
     if args.dry_run:
         dry_run(config, echo=echo)
         return 0

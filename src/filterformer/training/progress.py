@@ -24,10 +24,26 @@ from typing import TextIO
 
 from tqdm.auto import tqdm
 
-__all__ = ["RunsProgress", "TrainProgress", "format_duration"]
+__all__ = ["RunsProgress", "TrainProgress", "format_duration", "print_line"]
 
 #: Seconds between two plain progress lines of a training run.
 LINE_INTERVAL_S = 10.0
+
+
+def print_line(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` and its newline to ``stream`` (``sys.stdout`` when None) in one write,
+    then flush.
+
+    A comparison's worker processes and the comparison itself write lines to one log or pipe.
+    ``print`` writes a line and its newline separately, and with unbuffered streams
+    (``PYTHONUNBUFFERED=1``, common under Docker or a job scheduler) that is two writes, between
+    which another process's line can land: ``run A: evaluating…run B: testing…`` on one line.
+    One write of a line shorter than the pipe's atomic size (4096 bytes on Linux) is never
+    split.
+    """
+    stream = sys.stdout if stream is None else stream
+    stream.write(line + "\n")
+    stream.flush()
 
 
 def format_duration(seconds: float) -> str:
@@ -180,7 +196,7 @@ class TrainProgress:
         self.loss_sum, self.loss_count = 0.0, 0
 
     def _write(self, line: str) -> None:
-        print(line, file=self.stream, flush=True)
+        print_line(line, self.stream)
 
 
 class RunsProgress:

@@ -41,6 +41,7 @@ import torch
 from ...timing import PairedStepTimes, StepTimer, paired_step_times, time_step
 from ..distributed import setup_distributed
 from ..model_building import ModelConfig
+from ..progress import print_line
 from ..run_config import run_identity
 from ..run_files import CorruptRunFileError, read_json, write_json
 from ..training_steps import run_training_step, training_inputs
@@ -91,7 +92,7 @@ def measure_cost(
     *,
     models: dict[str, ModelConfig] | None = None,
     timer: StepTimer | None = None,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print_line,
 ) -> dict[str, Any]:
     """Measure every method's time per training step, paired, for every seed (see the module).
 

@@ -14,6 +14,7 @@ from typing import Any
 from ...checks import check_writable_directory
 from ..distributed import setup_distributed
 from ..model_building import load_task_data, resolve_model_config
+from ..progress import print_line
 from ..training_steps import run_training_step, training_inputs
 from .comparison_config import CompareConfig
 
@@ -21,7 +22,7 @@ __all__ = ["dry_run"]
 
 
 def dry_run(config: CompareConfig, *, task: Any = None,
-            echo: Callable[[str], None] = print) -> dict[str, float]:
+            echo: Callable[[str], None] = print_line) -> dict[str, float]:
     """Build every method's model of ``config`` and take one training step with each.
 
     Args:

@@ -43,7 +43,7 @@ from ...checks import check_integer
 from ..checkpoint import check_same_config, load_checkpoint
 from ..divergence import TrainingDiverged
 from ..model_building import ModelConfig
-from ..progress import RunsProgress
+from ..progress import RunsProgress, print_line
 from ..run_config import TrainConfig, run_identity
 from ..run_files import CorruptRunFileError, read_json
 from ..trainer import Trainer
@@ -198,7 +198,7 @@ def train_runs(
     model_configs: dict[str, ModelConfig],
     *,
     jobs: int | None = 1,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print_line,
 ) -> list[FinishedRun]:
     """Train every run of ``config`` that has not finished yet; one line per finished run.
 

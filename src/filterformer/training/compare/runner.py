@@ -51,6 +51,7 @@ from ..model_building import (
     load_task_data,
     model_config_from_dict,
 )
+from ..progress import print_line
 from ..run_config import TrainConfig
 from ..run_files import CorruptRunFileError, read_json, write_json
 from .activity import activity_summary
@@ -179,7 +180,7 @@ def compare(
     config: CompareConfig,
     *,
     task: Any = None,
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = print_line,
     jobs: int | None = 1,
     command: str | None = None,
 ) -> ComparisonResults:
