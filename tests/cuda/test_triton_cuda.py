@@ -1,7 +1,8 @@
 """The Triton kernels compiled for the GPU: AGF's layer (forward and backward), SAMSA's
 candidate scores (forward and backward), gather, soft sample (forward and backward), sampled
 attention and straight-through score gradient, and GFSA's combination against float64
-references on the CPU, masks and gradients included, and the modules taking them on CUDA."""
+references on the CPU, masks and gradients included, and the modules taking them on CUDA (and
+not under ``torch.func`` transforms)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ from ..functional.test_samsa_triton import (
     gathered_attention,
     reference_scores,
 )
+from ..functional.test_triton_support import METHODS as TRANSFORM_METHODS
+from ..functional.test_triton_support import check_per_sample_gradients
 
 pytestmark = [
     pytest.mark.cuda,
@@ -336,3 +339,11 @@ def test_samsa_soft_sample_kernels_equal_float64(cuda_device):
     found = torch.autograd.grad(out, on_gpu, grad.float().to(cuda_device))
     for got, want in zip(found, torch.autograd.grad(reference, doubles, grad), strict=True):
         assert _relative(got.cpu(), want) < 1e-5
+
+
+@pytest.mark.parametrize("method", sorted(TRANSFORM_METHODS))
+def test_per_sample_gradients_by_vmap_on_cuda_equal_one_backward_per_sample(cuda_device, method,
+                                                                             monkeypatch):
+    """``torch.func`` transforms take the eager operations (the kernels' Functions have no
+    batching rules); one backward per sample takes the kernels."""
+    check_per_sample_gradients(monkeypatch, method, cuda_device)

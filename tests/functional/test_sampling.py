@@ -110,6 +110,29 @@ def test_hard_gradients_are_straight_through():
             assert torch.equal(d_candidates[b, h, rest], torch.zeros(len(rest), C).double())
 
 
+def test_torch_func_gives_the_hard_sample_autograd_s_gradients():
+    # torch.func.grad, vmap and jacrev need the straight-through Function written for them.
+    scores, candidates = _scores_and_candidates()
+    upstream = torch.randn(B, H, K, C, dtype=torch.float64)
+
+    def loss(scores, candidates):
+        sample = differentiable_topk(scores, candidates, K, mode="hard", temperature=0.7)
+        return (sample * upstream).sum()
+
+    found = torch.func.grad(loss, argnums=(0, 1))(scores, candidates)
+    leaves = [scores.clone().requires_grad_(), candidates.clone().requires_grad_()]
+    expected = torch.autograd.grad(loss(*leaves), leaves)
+    for a, b in zip(found, expected, strict=True):
+        torch.testing.assert_close(a, b)
+    assert found[0].abs().sum() > 0
+    def row_loss(scores, candidates, upstream):
+        sample = differentiable_topk(scores, candidates, K, mode="hard", temperature=0.7)
+        return (sample * upstream).sum()
+
+    per_row = torch.func.vmap(torch.func.grad(row_loss))(scores, candidates, upstream)
+    torch.testing.assert_close(per_row, expected[0])  # rows are independent
+
+
 def test_excluded_candidates_are_never_sampled():
     scores, candidates = _scores_and_candidates(requires_grad=True)
     excluded = torch.zeros(B, H, M, dtype=torch.bool)

@@ -237,13 +237,23 @@ class _StraightThroughSample(torch.autograd.Function):
     ``P[m, v] = sigmoid((z_top[m] − z_bot[v]) / τ)`` and ``G`` the gradient,
     ``dP[m, v] = (G[m]·X_top[m] − G[m]·X_bot[v]) / k`` and ``dS = dP ⊙ P(1 − P) / τ``, then
     ``dz_top[m] = Σ_v dS[m, v]`` and ``dz_bot[v] = −Σ_m dS[m, v]``. The forward pass forms no
-    ``(k, k)`` mixture, which a value equal to ``X_top`` never reads."""
+    ``(k, k)`` mixture, which a value equal to ``X_top`` never reads.
+
+    Written for :mod:`torch.func` (``grad``, ``vmap``, ``jacrev``: the forward takes no ``ctx``
+    and the batching rule is generated); under a transform the backward takes its torch
+    operations (:func:`~filterformer.functional.triton_support.transformed`)."""
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+    def forward(x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+        return x_top.view_as(x_top)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: Tensor) -> None:
+        x_top, x_bot, z, temperature = inputs
         ctx.save_for_backward(x_top, x_bot, z)
         ctx.temperature = temperature
-        return x_top.view_as(x_top)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor, None]:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from .fused import fused_mode
 
@@ -36,6 +37,8 @@ __all__ = [
     "is_triton_error",
     "launch",
     "leading_strides",
+    "on_kernel_device",
+    "transformed",
     "triton_available",
     "unit_last_stride",
 ]
@@ -50,6 +53,22 @@ def triton_available() -> bool:
     except Exception:  # any import failure means no kernels
         return False
     return True
+
+
+def on_kernel_device(x: Tensor) -> bool:
+    """Whether ``x`` lives where the kernels run compiled: a CUDA device."""
+    return x.is_cuda
+
+
+def transformed() -> bool:
+    """Whether a :mod:`torch.func` transform (``vmap``, ``grad``, ``jacrev``, ``jvp``, …) or a
+    forward-mode AD level (:func:`torch.autograd.forward_ad.dual_level`) is active.
+
+    The kernels' autograd Functions have neither batching rules nor forward derivatives, and
+    fail under these; the eager operations they stand for have both.
+    """
+    return (torch._C._functorch.maybe_current_level() is not None
+            or getattr(forward_ad, "_current_level", -1) >= 0)
 
 
 def block_width(n: int) -> int:
@@ -139,14 +158,16 @@ class KernelSwitch:
 
     def allows(self, x: Tensor) -> bool:
         """CUDA ``x`` in float32, bfloat16 or float16, Triton importable, not inside a model being
-        compiled (there the eager path is traced), ``FILTERFORMER_FUSED`` not ``never``, and no
+        compiled (there the eager path is traced) nor under a :mod:`torch.func` transform or
+        forward-mode AD (:func:`transformed`), ``FILTERFORMER_FUSED`` not ``never``, and no
         earlier failure."""
         return (
-            x.is_cuda
+            on_kernel_device(x)
             and x.dtype in KERNEL_DTYPES
             and not self.failed
             and fused_mode() != "never"
             and not torch.compiler.is_compiling()
+            and not transformed()
             and triton_available()
         )
 
