@@ -2,7 +2,8 @@
 candidate scores (forward and backward), gather, soft sample (forward and backward), sampled
 attention and straight-through score gradient, and GFSA's combination against float64
 references on the CPU, masks and gradients included, and the modules taking them on CUDA (and
-not under ``torch.func`` transforms)."""
+not under ``torch.func`` transforms, nor, for those that sum by atomics, under deterministic
+algorithms)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from filterformer.attention import build_attention
 from filterformer.attention import samsa as samsa_module
 from filterformer.functional import agf_layer, gfsa
 from filterformer.functional import agf_triton as agf_triton_module
+from filterformer.functional import samsa_triton as samsa_triton_module
 from filterformer.functional.agf_triton import agf_triton_layer
 from filterformer.functional.gfsa_triton import gfsa_triton_combine
 from filterformer.functional.sampling import _straight_through_scores
@@ -41,6 +43,7 @@ from ..functional.test_samsa_triton import (
     _soft_reference,
     _straight_through_inputs,
     _with_gradients,
+    check_deterministic_backward,
     eager_candidates,
     float32_supports_and_half_tokens,
     gathered_attention,
@@ -347,3 +350,15 @@ def test_per_sample_gradients_by_vmap_on_cuda_equal_one_backward_per_sample(cuda
     """``torch.func`` transforms take the eager operations (the kernels' Functions have no
     batching rules); one backward per sample takes the kernels."""
     check_per_sample_gradients(monkeypatch, method, cuda_device)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+@pytest.mark.filterwarnings("ignore::UserWarning")  # warn_only: torch's own nondeterminism
+def test_samsa_backward_under_deterministic_algorithms_takes_no_atomic_kernel(cuda_device, mode,
+                                                                              monkeypatch):
+    """With torch's deterministic algorithms on (warn only: cuBLAS needs its workspace setting
+    before CUDA starts), SAMSA's backward runs no kernel that sums by float32 atomics."""
+    check_deterministic_backward(
+        monkeypatch, mode, cuda_device,
+        lambda: monkeypatch.setattr(samsa_triton_module.SWITCH, "failed", False), warn_only=True,
+    )

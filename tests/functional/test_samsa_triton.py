@@ -3,6 +3,8 @@ module's evaluation with it equals its evaluation without, falling back on a ker
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -400,6 +402,60 @@ def test_the_module_training_with_the_score_kernels_equals_it_without(monkeypatc
         assert (got is None) == (want is None)
         if want is not None:
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+#: The kernels that add into shared sums with float32 atomics (run-to-run order).
+ATOMIC_KERNELS = {"samsa_scatter_candidates", "samsa_sample_backward"}
+
+
+def check_deterministic_backward(monkeypatch, mode: str, device: torch.device,
+                                 allow: Callable[[], None], *, warn_only: bool = False):
+    """A SAMSA training step launches the atomic kernels, and with torch's deterministic
+    algorithms on (``warn_only`` as torch takes it; the setting is restored after) its backward
+    does not, with the gradients of the eager step; its forward kernels still run. ``allow()``
+    lets the kernels run on ``device``. Shared with the CUDA tier."""
+    # h·2k = 16 rows a head exceed N = 12: the candidates are gathered, by the kernel.
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode=mode).to(device)
+    x = torch.randn(3, 12, 32, device=device, requires_grad=True)
+    leaves = [x, *layer.parameters()]
+    launched: list[str] = []
+    original = samsa_triton_module.launch
+    monkeypatch.setattr(samsa_triton_module, "launch",
+                        lambda kernel, *a, **k: launched.append(kernel.__name__)
+                        or original(kernel, *a, **k))
+
+    def step():
+        launched.clear()
+        torch.manual_seed(5)  # the same Gumbel noise on every path
+        out = layer(x)
+        return torch.autograd.grad(out.square().sum(), leaves, allow_unused=True)
+
+    monkeypatch.setattr(samsa_triton_module.SWITCH, "failed", True)  # eager
+    eager = step()
+    allow()
+    step()
+    assert set(launched) >= ATOMIC_KERNELS, launched
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    try:
+        found = step()
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+    assert "samsa_gather_candidates" in launched and not ATOMIC_KERNELS & set(launched), launched
+    for got, want in zip(found, eager, strict=True):
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_deterministic_algorithms_keep_the_atomic_kernels_out_of_the_backward(monkeypatch,
+                                                                             mode):
+    check_deterministic_backward(
+        monkeypatch, mode, torch.device("cpu"),
+        lambda: allow_kernels(monkeypatch, samsa_triton_module.SWITCH),
+    )
 
 
 def eager_candidates(k, v, support_rows, index):

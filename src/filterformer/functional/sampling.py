@@ -263,6 +263,7 @@ class _StraightThroughSample(torch.autograd.Function):
             scores_grad = SAMSA_KERNELS.run_backward(
                 lambda: straight_through_score_gradient(grad, x_top, x_bot, z, tau),
                 lambda: _straight_through_scores(grad, x_top, x_bot, z, tau),
+                atomic=True,  # the runners-up's gradients: sums over blocks of chosen rows
             )
         else:
             scores_grad = _straight_through_scores(grad, x_top, x_bot, z, tau)

@@ -378,8 +378,9 @@ class _GatheredCandidates(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        # The supports' gradients are atomic sums over the samples.
         return SWITCH.run_backward(lambda: _kernel_gather_backward(ctx, grad),
-                                   lambda: _eager_gather_backward(ctx, grad))
+                                   lambda: _eager_gather_backward(ctx, grad), atomic=True)
 
 
 _GATHER_BLOCK = 32
@@ -542,7 +543,8 @@ class _SoftSample(torch.autograd.Function):
         def eager():
             return eager_gradients((x_top, x_bot, z), ctx.eager, grad)
 
-        return *SWITCH.run_backward(kernels, eager), None, None, None
+        # The runners-up's gradients are atomic sums over the blocks of chosen rows.
+        return *SWITCH.run_backward(kernels, eager, atomic=True), None, None, None
 
 
 def soft_sample(x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float, dtype: torch.dtype,

@@ -182,11 +182,17 @@ class KernelSwitch:
             self.fail(err)
         return other()
 
-    def run_backward(self, kernels: Callable[[], T], eager: Callable[[], T]) -> T:
+    def run_backward(self, kernels: Callable[[], T], eager: Callable[[], T], *,
+                     atomic: bool = False) -> T:
         """An autograd Function's backward by its kernels, or by ``eager`` under
         ``create_graph`` (the kernels' gradients have no graph of their own; the eager
-        operations' have, so second derivatives stay exact) and after a kernel's failure."""
-        if torch.is_grad_enabled():
+        operations' have, so second derivatives stay exact) and after a kernel's failure.
+
+        ``atomic``: the kernels add into shared sums with float32 atomics, whose order, and so
+        whose last bits, vary from run to run; under
+        :func:`torch.use_deterministic_algorithms` ``eager`` runs instead, whose operations torch
+        makes deterministic (or refuses, as it does its own)."""
+        if torch.is_grad_enabled() or (atomic and torch.are_deterministic_algorithms_enabled()):
             return eager()
         return self.run(kernels, eager)
 
