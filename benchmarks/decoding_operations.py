@@ -13,13 +13,13 @@ Writes DIR/decoding_operations.json and DIR/decoding_operations.md.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from collections import Counter
 from pathlib import Path
 
 import torch
+from report_files import check_output, write_report
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from filterformer.bench.model_cases import TOKENS, decoding_case
@@ -76,8 +76,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.prompt < 1:
         parser.error(f"--prompt must be at least 1; got {args.prompt}")
-    if args.output.exists() and not args.output.is_dir():
-        parser.error(f"--output {args.output} is a file, not a directory")
+    check_output(parser, args.output)
     torch.manual_seed(0)
     try:
         baseline = step_operations("softmax", args.prompt)
@@ -94,13 +93,7 @@ def main() -> int:
         "command": shlex.join(["python", "benchmarks/decoding_operations.py", *sys.argv[1:]]),
         "prompt": args.prompt, "tokens": TOKENS, "shape": str(DECODING_SHAPE), "methods": rows,
     }
-    try:
-        args.output.mkdir(parents=True, exist_ok=True)
-        (args.output / "decoding_operations.json").write_text(json.dumps(report, indent=1) + "\n")
-        (args.output / "decoding_operations.md").write_text(_markdown(report))
-    except OSError as err:
-        parser.error(f"--output {args.output}: cannot write there ({err})")
-    print(_markdown(report))
+    write_report(parser, args.output, "decoding_operations", report, _markdown(report))
     return 0
 
 

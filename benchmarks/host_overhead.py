@@ -18,7 +18,6 @@ operations none). Writes DIR/host_overhead.json and DIR/host_overhead.md.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -36,6 +35,8 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 
 if not torch.cuda.is_available():  # before Triton is imported: its kernels run on the CPU
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from report_files import check_output, write_report
 
 from filterformer.attention import build_attention
 from filterformer.functional import agf_triton, gfsa, gfsa_triton, samsa_triton
@@ -228,8 +229,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.rounds < 2 or args.repeats < 1:  # the rounds' quartiles need two of them
         parser.error("--rounds must be at least 2 and --repeats at least 1")
-    if args.output.exists() and not args.output.is_dir():
-        parser.error(f"--output {args.output} is a file, not a directory")
+    check_output(parser, args.output)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     machine = machine_info("cpu")  # before the run: its load average is the run's start
@@ -243,13 +243,7 @@ def main() -> int:
         "kernel_shape": [BATCH, HEADS, LENGTH, HEAD_DIM], "module_shape": [BATCH, LENGTH, DIM],
         "rows": rows, "cuda_path": cuda_path,
     }
-    try:
-        args.output.mkdir(parents=True, exist_ok=True)
-        (args.output / "host_overhead.json").write_text(json.dumps(report, indent=1) + "\n")
-        (args.output / "host_overhead.md").write_text(_markdown(report))
-    except OSError as err:
-        parser.error(f"--output {args.output}: cannot write there ({err})")
-    print(_markdown(report))
+    write_report(parser, args.output, "host_overhead", report, _markdown(report))
     return 0
 
 

@@ -1,13 +1,18 @@
-"""A script of ``scripts/`` loaded as a module, for the tests that call its functions."""
+"""A script of ``scripts/`` loaded as a module, for the tests that call its functions; one of
+``benchmarks/`` run as a command."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
 #: The repository's ``scripts/`` folder.
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+#: The repository's ``benchmarks/`` folder.
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def load_script(name: str) -> ModuleType:
@@ -16,3 +21,9 @@ def load_script(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_benchmark(name: str, *args: str) -> subprocess.CompletedProcess:
+    """``python benchmarks/<name>.py ARGS``, its output captured (at most 300 s)."""
+    return subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
+                          capture_output=True, text=True, timeout=300)

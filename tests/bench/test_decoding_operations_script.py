@@ -4,23 +4,16 @@ softmax's operations and one subtraction and one addition a later layer and toke
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 from filterformer.bench.model_cases import TOKENS
 from filterformer.bench.target_list import DECODING_SHAPE
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "decoding_operations.py"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=300)
+from ..scripts import run_benchmark
 
 
 def test_neutreno_adds_two_operations_a_later_layer_and_token(tmp_path):
-    result = _run("--output", str(tmp_path), "--prompt", "12", "--methods", "neutreno")
+    result = run_benchmark("decoding_operations", "--output", str(tmp_path), "--prompt", "12",
+                           "--methods", "neutreno")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "decoding_operations.json").read_text())
     softmax, neutreno = report["methods"]
@@ -36,11 +29,12 @@ def test_neutreno_adds_two_operations_a_later_layer_and_token(tmp_path):
 
 
 def test_bad_arguments_exit_2_naming_them(tmp_path):
-    bad_method = _run("--output", str(tmp_path), "--prompt", "4", "--methods", "nope")
+    bad_method = run_benchmark("decoding_operations", "--output", str(tmp_path), "--prompt", "4",
+                               "--methods", "nope")
     assert bad_method.returncode == 2 and "--methods: unknown method 'nope'" in bad_method.stderr
-    bad_prompt = _run("--output", str(tmp_path), "--prompt", "0")
+    bad_prompt = run_benchmark("decoding_operations", "--output", str(tmp_path), "--prompt", "0")
     assert bad_prompt.returncode == 2 and "--prompt must be at least 1" in bad_prompt.stderr
     a_file = tmp_path / "file"
     a_file.write_text("")
-    not_a_directory = _run("--output", str(a_file))
+    not_a_directory = run_benchmark("decoding_operations", "--output", str(a_file))
     assert not_a_directory.returncode == 2 and "is a file" in not_a_directory.stderr

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 from filterformer.functional.triton_support import triton_available
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "host_overhead.py"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=300)
+from ..scripts import run_benchmark
 
 
 def test_two_rounds_write_every_case_with_its_operations(tmp_path):
-    result = _run("--output", str(tmp_path), "--rounds", "2", "--repeats", "1")
+    result = run_benchmark("host_overhead", "--output", str(tmp_path), "--rounds", "2",
+                           "--repeats", "1")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "host_overhead.json").read_text())
     rows = {(row["case"], row["mode"]): row for row in report["rows"]}
@@ -56,7 +49,7 @@ def test_two_rounds_write_every_case_with_its_operations(tmp_path):
 
 
 def test_a_round_count_below_two_is_refused_by_name(tmp_path):
-    result = _run("--output", str(tmp_path), "--rounds", "1")
+    result = run_benchmark("host_overhead", "--output", str(tmp_path), "--rounds", "1")
     assert result.returncode == 2
     assert "--rounds" in result.stderr and not (tmp_path / "host_overhead.json").exists()
 
@@ -64,5 +57,5 @@ def test_a_round_count_below_two_is_refused_by_name(tmp_path):
 def test_an_output_that_is_a_file_is_refused_before_timing(tmp_path):
     taken = tmp_path / "taken"
     taken.write_text("")
-    result = _run("--output", str(taken))
+    result = run_benchmark("host_overhead", "--output", str(taken))
     assert result.returncode == 2 and f"--output {taken} is a file" in result.stderr
