@@ -192,6 +192,21 @@ def test_combination_runs_the_fewest_operations(exact_power, expected):
     assert counts.computed == expected
 
 
+def test_combination_dispatches_nothing_more_under_inference_mode():
+    # Decoding runs under inference mode with the coefficients as parameters, where
+    # torch.as_tensor of a parameter dispatches a `to` (a view, but a host cost all the same).
+    terms = [torch.randn(B, H, N, D) for _ in range(3)]
+    coefficients = [torch.nn.Parameter(torch.randn(H)) for _ in range(3)]
+    with torch.inference_mode(), OperationCounts(views=True) as counts:
+        out = gfsa_combine(*terms, *coefficients, K=4)
+    assert "to" not in counts.computed, counts.computed
+    computed = {name: n for name, n in counts.computed.items() if name in ("add", "mul", "addcmul")}
+    assert computed == {"add": 1, "mul": 1, "addcmul": 2}
+    view = [w.detach().view(1, H, 1, 1) for w in coefficients]
+    torch.testing.assert_close(out, view[0] * terms[0] + view[1] * terms[1]
+                               + view[2] * (terms[1] + 3 * (terms[2] - terms[1])))
+
+
 def test_gfsa_filter_matches_reference_and_response():
     attn = torch.rand(B, H, N, N, dtype=torch.float64)
     attn = attn / attn.sum(-1, keepdim=True)

@@ -54,7 +54,8 @@ def check_order(K: int) -> int:
 def _check_coefficients(w0: Tensor, w1: Tensor, wK: Tensor, heads: int) -> list[Tensor]:
     out = []
     for name, w in (("w0", w0), ("w1", w1), ("wK", wK)):
-        w = torch.as_tensor(w)
+        # A tensor as it is: as_tensor of a parameter under inference mode dispatches a `to`.
+        w = w if isinstance(w, Tensor) else torch.as_tensor(w)
         if w.shape != (heads,):
             raise ValueError(f"{name} must have shape (heads,) = ({heads},); got {tuple(w.shape)}")
         out.append(w.view(1, heads, 1, 1))
