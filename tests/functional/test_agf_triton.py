@@ -19,7 +19,7 @@ from filterformer.functional.agf_triton import (
 )
 from filterformer.functional.polynomials import polynomial_basis
 
-from .triton_interpreter import FakeTritonError, allow_kernels, interpreter_only
+from .triton_interpreter import FakeTritonError, allow_kernels, falls_back, interpreter_only
 
 pytestmark = interpreter_only
 
@@ -181,9 +181,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
     monkeypatch.setattr(agf_triton_module, "_kernels", broken)
     tensors, mask = _inputs(1, 2, 12, 16, 16, 2, masked=True)
     args = (*tensors[:4], agf_coefficients(tensors[4]), mask)
-    with pytest.warns(RuntimeWarning, match="AGF's Triton kernels failed"):
-        out, reg = agf_layer_for(*args)
-    assert switch.failed
+    out, reg = falls_back(switch, lambda: agf_layer_for(*args))
     ref_out, ref_reg = agf_layer(*args)
     torch.testing.assert_close(out, ref_out)
     torch.testing.assert_close(reg, ref_reg)
@@ -207,9 +205,8 @@ def test_a_failure_in_the_backward_pass_warns_and_gives_the_eager_gradients(monk
                         lambda: (keys_forward, queries_forward, Broken(), Broken()))
     tensors, mask = _inputs(2, 2, 30, 16, 16, 3, masked=True)
     grad_out = torch.randn(2, 2, 30, 16)
-    with pytest.warns(RuntimeWarning, match="AGF's Triton kernels failed"):
-        *_, grads = _run(agf_triton_layer, tensors, mask, grad_out, torch.float32)
-    assert switch.failed
+    *_, grads = falls_back(switch, lambda: _run(agf_triton_layer, tensors, mask, grad_out,
+                                                torch.float32))
     *_, ref_grads = _run(agf_layer.eager, tensors, mask, grad_out, torch.float64)
     for got, want in zip(grads, ref_grads, strict=True):
         assert _relative(got, want) < 1e-5

@@ -7,14 +7,19 @@ import importlib
 
 import pytest
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from filterformer.functional import gfsa, gfsa_combine
 from filterformer.functional import gfsa_triton as gfsa_triton_module
 from filterformer.functional.gfsa_triton import gfsa_triton_applies, gfsa_triton_combine
 
 from ..operations import OperationCounts
-from .triton_interpreter import allow_kernels, fail_to_launch, interpreter_only
+from .triton_interpreter import (
+    allow_kernels,
+    fail_to_launch,
+    falls_back,
+    interpreter_only,
+    record_launches,
+)
 
 pytestmark = interpreter_only
 #: The module (``filterformer.functional.gfsa`` names the function).
@@ -173,9 +178,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch):
     switch = allow_kernels(monkeypatch, gfsa_triton_module.SWITCH)
 
     monkeypatch.setattr(gfsa_triton_module, "_kernels", fail_to_launch)
-    with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"):
-        fallen_back = gfsa(*leaves, K=3, key_padding_mask=mask)
-    assert switch.failed
+    fallen_back = falls_back(switch, lambda: gfsa(*leaves, K=3, key_padding_mask=mask))
     torch.testing.assert_close(fallen_back, eager)
     for got, want in zip(_gradients(fallen_back, leaves, grad), expected, strict=True):
         torch.testing.assert_close(got, want)
@@ -194,9 +197,7 @@ def test_a_failure_in_the_backward_kernel_takes_the_eager_gradients(monkeypatch)
         return forward_kernel, fail_to_launch
 
     monkeypatch.setattr(gfsa_triton_module, "_kernels", backward_broken)
-    with pytest.warns(RuntimeWarning, match="GFSA's Triton kernels failed"):
-        found = _gradients(fast, leaves, grad)
-    assert switch.failed
+    found = falls_back(switch, lambda: _gradients(fast, leaves, grad))
     for got, want in zip(found, expected, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
@@ -220,24 +221,17 @@ def test_the_kernels_launch_once_forward_and_once_backward(monkeypatch):
     # Where a step waits on its host each launch counts: the eager combination runs 4
     # operations forward and about 15 backward (test_gfsa.py counts the forward's).
     allow_kernels(monkeypatch, gfsa_triton_module.SWITCH)
-    launches = []
-    launch = gfsa_triton_module.launch
-
-    def counted(*args, **kwargs):
-        launches.append(1)
-        with _disable_current_modes():  # the interpreter's own operations are not a GPU's
-            launch(*args, **kwargs)
-
-    monkeypatch.setattr(gfsa_triton_module, "launch", counted)
+    launches = record_launches(monkeypatch, gfsa_triton_module)
     terms, weights = _terms(2, 2, 9, 8)
     grad = torch.randn(2, 2, 9, 8)
     with OperationCounts() as forward:
         out = gfsa_combine(*terms, *weights, K=3)
-    assert forward.computed == {"empty": 1} and launches == [1]
+    assert forward.computed == {"empty": 1} and launches == ["gfsa_combine_forward"]
     with OperationCounts() as backward:
         torch.autograd.grad(out, [*terms, *weights], grad)
     # Allocations (no launch on a GPU), the kernel, and one sum of the coefficients' shares.
-    assert backward.computed == {"empty_like": 3, "empty": 1, "sum": 1} and launches == [1, 1]
+    assert backward.computed == {"empty_like": 3, "empty": 1, "sum": 1}
+    assert launches == ["gfsa_combine_forward", "gfsa_combine_backward"]
 
 
 def test_cached_decoding_with_the_kernels_equals_recomputation_without(monkeypatch):

@@ -12,7 +12,13 @@ from filterformer.attention import build_attention
 from filterformer.functional import samsa_triton as samsa_triton_module
 from filterformer.functional.samsa_triton import samsa_sampled_attention
 
-from .triton_interpreter import allow_kernels, fail_to_launch, interpreter_only
+from .triton_interpreter import (
+    allow_kernels,
+    fail_to_launch,
+    falls_back,
+    interpreter_only,
+    record_launches,
+)
 
 pytestmark = interpreter_only
 
@@ -120,9 +126,7 @@ def test_a_kernel_failure_warns_once_and_falls_back(monkeypatch, kernel):
         switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
         monkeypatch.setattr(samsa_triton_module, kernel, fail_to_launch)
-        with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-            fallen_back = layer(x, padding_mask=mask)
-    assert switch.failed
+        fallen_back = falls_back(switch, lambda: layer(x, padding_mask=mask))
     torch.testing.assert_close(fallen_back, eager)
 
 
@@ -362,9 +366,7 @@ def test_a_failing_backward_kernel_warns_and_takes_the_eager_gradients(monkeypat
     grad = torch.randn_like(out)
     kernels = _gradients(out, inputs, grad, retain_graph=True)
     monkeypatch.setattr(samsa_triton_module, "_scores_backward", fail_to_launch)
-    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-        fallen_back = _gradients(out, inputs, grad)
-    assert switch.failed
+    fallen_back = falls_back(switch, lambda: _gradients(out, inputs, grad))
     for got, want in zip(fallen_back, kernels, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
@@ -418,11 +420,7 @@ def check_deterministic_backward(monkeypatch, mode: str, device: torch.device,
     layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode=mode).to(device)
     x = torch.randn(3, 12, 32, device=device, requires_grad=True)
     leaves = [x, *layer.parameters()]
-    launched: list[str] = []
-    original = samsa_triton_module.launch
-    monkeypatch.setattr(samsa_triton_module, "launch",
-                        lambda kernel, *a, **k: launched.append(kernel.__name__)
-                        or original(kernel, *a, **k))
+    launched = record_launches(monkeypatch, samsa_triton_module)
 
     def step():
         launched.clear()
@@ -547,9 +545,7 @@ def test_a_failure_of_the_scatter_kernel_takes_the_eager_gradients(monkeypatch):
         return gather, fail_to_launch
 
     monkeypatch.setattr(samsa_triton_module, "_gather_kernels", scatter_broken)
-    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-        found = torch.autograd.grad(out.sum(), leaves)
-    assert switch.failed
+    found = falls_back(switch, lambda: torch.autograd.grad(out.sum(), leaves))
     for got, want in zip(found, expected, strict=True):
         torch.testing.assert_close(got, want)
 
@@ -635,9 +631,7 @@ def test_a_straight_through_kernel_failure_takes_the_written_out_gradient(monkey
     switch = allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
 
     monkeypatch.setattr(samsa_triton_module, "_sample_kernels", fail_to_launch)
-    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-        (found,) = torch.autograd.grad(sampled, [scores], grad)
-    assert switch.failed
+    (found,) = falls_back(switch, lambda: torch.autograd.grad(sampled, [scores], grad))
     torch.testing.assert_close(found, expected)
 
 
@@ -700,7 +694,6 @@ def test_soft_sampling_with_the_kernels_equals_it_without_and_falls_back(monkeyp
     # A kernel that fails warns once and the eager sample is taken.
     monkeypatch.setattr(switch, "failed", False)
     monkeypatch.setattr(samsa_triton_module, "_sample_kernels", fail_to_launch)
-    with pytest.warns(RuntimeWarning, match="SAMSA's Triton kernels failed"):
-        fallen_back = sample_and_gradients()
+    fallen_back = falls_back(switch, sample_and_gradients)
     for got, want in zip(fallen_back, eager, strict=True):
         torch.testing.assert_close(got, want)

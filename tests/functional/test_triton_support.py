@@ -19,7 +19,7 @@ from filterformer.functional import (
 from filterformer.functional.triton_support import transformed
 
 from ..cuda.parity import fix_gumbel_noise
-from .triton_interpreter import interpreter_only
+from .triton_interpreter import interpreter_only, record_launches
 
 DIM, HEADS, LENGTH, BATCH = 16, 2, 12, 3
 
@@ -51,16 +51,10 @@ def test_transformed_only_inside_a_transform_or_a_dual_level():
 
 def _counted_launches(monkeypatch) -> list[str]:
     """Every kernel launch, recorded, from a clean failure record."""
-    launches: list[str] = []
-    for module in (agf_triton, gfsa_triton, samsa_triton):
+    modules = (agf_triton, gfsa_triton, samsa_triton)
+    for module in modules:
         monkeypatch.setattr(module.SWITCH, "failed", False)
-
-        def counted(kernel, *args, original=module.launch, **kwargs):
-            launches.append(getattr(kernel, "__name__", str(kernel)))
-            return original(kernel, *args, **kwargs)
-
-        monkeypatch.setattr(module, "launch", counted)
-    return launches
+    return record_launches(monkeypatch, *modules)
 
 
 def _in_the_interpreter(test):

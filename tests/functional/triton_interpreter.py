@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from filterformer.functional.triton_support import interpreted, triton_available
 
@@ -34,6 +35,31 @@ def allow_kernels(monkeypatch, switch):
     monkeypatch.setattr(switch, "failed", False)
     monkeypatch.setattr(type(switch), "allows", lambda self, x: not self.failed)
     return switch
+
+
+def record_launches(monkeypatch, *modules) -> list[str]:
+    """Every launch of the kernel ``modules`` (each with its ``launch``), by kernel name, in
+    order; each runs outside any dispatch mode (the interpreter's own operations are not a
+    GPU's)."""
+    launches: list[str] = []
+    for module in modules:
+
+        def recorded(kernel, *args, original=module.launch, **kwargs):
+            launches.append(getattr(kernel, "__name__", str(kernel)))
+            with _disable_current_modes():
+                return original(kernel, *args, **kwargs)
+
+        monkeypatch.setattr(module, "launch", recorded)
+    return launches
+
+
+def falls_back(switch, compute):
+    """``compute()``, which must warn that ``switch``'s kernels failed and leave them off for
+    the rest of the process; its result."""
+    with pytest.warns(RuntimeWarning, match=f"{switch.method}'s Triton kernels failed"):
+        result = compute()
+    assert switch.failed
+    return result
 
 
 def fail_to_launch(*args, **kwargs):
