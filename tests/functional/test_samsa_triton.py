@@ -12,6 +12,7 @@ from filterformer.attention import build_attention
 from filterformer.functional import samsa_triton as samsa_triton_module
 from filterformer.functional.samsa_triton import samsa_sampled_attention
 
+from ..operations import OperationCounts
 from .triton_interpreter import (
     allow_kernels,
     fail_to_launch,
@@ -530,6 +531,54 @@ def test_a_training_step_with_the_gather_kernels_equals_it_without(monkeypatch, 
     assert calls, "the gather kernels were not used"
     for got, want in zip(fast, eager, strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _projected_keys_and_values(batch=2, heads=3, length=23, dim=16):
+    """Keys and values as the attention base splits them from a ``(B, N, 3·h·d)`` projection:
+    ``(B, h, N, d)`` views, heads inside tokens in memory."""
+    projection = torch.randn(batch, length, 3 * heads * dim, requires_grad=True)
+    _, k, v = (t.view(batch, length, heads, dim).transpose(1, 2)
+               for t in projection.chunk(3, dim=-1))
+    return k, v
+
+
+@pytest.mark.parametrize("layout", ["projected", "last axis strided"])
+def test_the_scattered_gradients_of_keys_and_values_keep_their_layout_and_values(layout):
+    k, v = _projected_keys_and_values()
+    if layout == "last axis strided":  # the kernels need a unit last stride: contiguous then
+        k, v = (t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (k, v))
+        assert k.stride(-1) != 1
+    support_rows = torch.randn(k.shape[1], 5, 2 * k.shape[-1], requires_grad=True)
+    index = torch.stack([torch.stack([torch.randperm(k.shape[2] + 5)[:9]
+                                      for _ in range(k.shape[1])]) for _ in range(k.shape[0])])
+    out = samsa_triton_module.samsa_gathered_candidates(k, v, support_rows, index,
+                                                        torch.float32, eager_candidates)
+    grad = torch.randn_like(out)
+    found = torch.autograd.grad(out, [k, v], grad)
+    doubles = [x.detach().double().requires_grad_() for x in (k, v, support_rows)]
+    expected = torch.autograd.grad(eager_candidates(*doubles, index), doubles[:2], grad.double())
+    for got, want in zip(found, expected, strict=True):
+        torch.testing.assert_close(got.double(), want)
+        assert got.stride(-1) == 1
+        if layout == "projected":  # (B, N, h, d) in memory, as the projection's gradient is
+            assert got.transpose(1, 2).is_contiguous(), got.stride()
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_a_training_step_on_the_kernels_copies_no_gradient_of_the_sampled_rows(monkeypatch,
+                                                                              mode):
+    """The keys' and values' gradients reach the projection without a copy to its layout, and
+    the soft sample's two blocks of rows take one concatenation, not two zero-filled slices."""
+    torch.manual_seed(0)
+    layer = build_attention("samsa", dim=32, num_heads=2, num_samples=6, mode=mode)
+    allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
+    launched = record_launches(monkeypatch, samsa_triton_module)
+    out = layer(torch.randn(3, 21, 32))
+    with OperationCounts() as counts:
+        out.square().sum().backward()
+    assert "samsa_scatter_candidates" in launched, launched
+    assert counts.computed["clone"] == 0 and counts.computed["contiguous"] == 0, counts.computed
+    assert counts.computed["slice_backward"] == (1 if mode == "hard" else 0), counts.computed
 
 
 def test_a_failure_of_the_scatter_kernel_takes_the_eager_gradients(monkeypatch):

@@ -208,7 +208,11 @@ def differentiable_topk(
     _check_temperature(temperature)
     index = scores.topk(2 * k, dim=-1).indices  # top k, then the runners-up (topk_split)
     chosen = rows(index)  # one gather for both blocks
-    x_top, x_bot = chosen[..., :k, :], chosen[..., k:, :]
+    # The soft sample's rows are split: their two gradients join in one concatenation, where
+    # each slice's backward would fill a zero tensor of chosen's size, and the two be added. The
+    # hard sample passes no gradient to the runners-up: one slice's backward is the cheaper.
+    x_top, x_bot = (chosen.split(k, dim=-2) if mode == "soft"
+                    else (chosen[..., :k, :], chosen[..., k:, :]))
     # The mixture's backward multiplies the incoming gradient by the candidates (the weights'
     # gradient is Σ_c grad·X): in half precision that product overflows while the gradient it
     # gives the scores is small. Weights and mixture are formed in float32 at least.

@@ -392,14 +392,22 @@ def _gather_grid(batch: int, heads: int, count: int) -> tuple[int, int]:
 
 
 
+def _zeros_laid_out_like(x: Tensor) -> Tensor:
+    """Zeros of ``x``'s shape and dtype with its axes in its memory order (the tokens' keys and
+    values are views of the ``(B, N, 3D)`` projection, heads inside tokens), so that their
+    gradient reaches the projection without a copy; contiguous where that order would not give
+    a unit last stride, which the kernels assume."""
+    zeros = torch.zeros_like(x, memory_format=torch.preserve_format)
+    return zeros if zeros.stride(-1) == 1 else torch.zeros(x.shape, dtype=x.dtype, device=x.device)
+
+
 def _kernel_gather_backward(ctx, grad):
     _, scatter = _gather_kernels()
     k, v, support_rows, index = ctx.saved_tensors
     grad, index = unit_last_stride(grad), unit_last_stride(index)
     batch, heads, length, dim = k.shape
     dim_v, count = v.shape[-1], index.shape[-1]
-    grad_k = torch.zeros(k.shape, dtype=k.dtype, device=k.device)
-    grad_v = torch.zeros(v.shape, dtype=v.dtype, device=v.device)
+    grad_k, grad_v = _zeros_laid_out_like(k), _zeros_laid_out_like(v)
     grad_support = torch.zeros(support_rows.shape, dtype=torch.float32, device=k.device)
     if grad.numel():
         launch(
