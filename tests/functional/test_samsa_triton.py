@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from filterformer.attention import build_attention
 from filterformer.functional import samsa_triton as samsa_triton_module
@@ -105,6 +106,20 @@ def _layer_and_inputs():
     return layer, x, mask
 
 
+class _TopKOrders(TorchDispatchMode):
+    """Whether each top-k run inside the mode sorts what it finds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sorted: list[bool] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.overloadpacket is torch.ops.aten.topk:
+            self.sorted.append(bool(args[4] if len(args) > 4 else kwargs.get("sorted", True)))
+        return func(*args, **kwargs)
+
+
 def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
     layer, x, mask = _layer_and_inputs()
     with torch.no_grad():
@@ -114,8 +129,11 @@ def test_the_module_evaluation_with_the_kernel_equals_it_without(monkeypatch):
         original = samsa_triton_module.samsa_sampled_attention
         monkeypatch.setattr("filterformer.attention.samsa.samsa_sampled_attention",
                             lambda *a, **k: calls.append(1) or original(*a, **k))
-        fast = layer(x, padding_mask=mask)
+        with _TopKOrders() as top_k:
+            fast = layer(x, padding_mask=mask)
     assert calls, "the kernel was not used"
+    # The kernel attends to a set: its top-k leaves the k unsorted (no sort on CUDA).
+    assert top_k.sorted == [False]
     torch.testing.assert_close(fast, eager, rtol=1e-5, atol=1e-6)
 
 

@@ -347,7 +347,9 @@ class SamplingAttention(AttentionBase):
 
         if self.mode == "hard" and not self.training and k.shape[-2] > 0 and samsa_triton_applies(
                 q, k, v, scores, self.support_rows):
-            index = scores.topk(self.num_samples, dim=-1).indices
+            # Attention to a set of candidates: their order is free, and unsorted spares CUDA's
+            # top-k the sort of the k it found.
+            index = scores.topk(self.num_samples, dim=-1, sorted=False).indices
             return SAMSA_KERNELS.run(
                 lambda: samsa_sampled_attention(
                     q, k, v, self.support_keys, self.support_values, index, self.scale,
