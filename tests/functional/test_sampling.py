@@ -6,6 +6,7 @@ import torch
 from filterformer.functional import (
     differentiable_topk,
     gumbel_noise,
+    sampling,
     sampling_mixture,
     topk_gather,
     topk_split,
@@ -121,6 +122,12 @@ def test_torch_func_gives_the_hard_sample_autograd_s_gradients():
 
     found = torch.func.grad(loss, argnums=(0, 1))(scores, candidates)
     leaves = [scores.clone().requires_grad_(), candidates.clone().requires_grad_()]
+    sample = differentiable_topk(*leaves, K, mode="hard", temperature=0.7)
+    # Outside a transform a Function with a ctx in its forward serves: the host's cost of
+    # binding a setup_context Function's arguments is spared.
+    function = sampling._StraightThroughSample
+    assert type(sample.grad_fn) is function._backward_cls
+    assert function.setup_context is torch.autograd.Function.setup_context
     expected = torch.autograd.grad(loss(*leaves), leaves)
     for a, b in zip(found, expected, strict=True):
         torch.testing.assert_close(a, b)

@@ -28,6 +28,7 @@ from .coefficient_dtype import as_terms_dtype, terms_dtype
 from .fused import fused
 from .samsa_triton import SWITCH as SAMSA_KERNELS
 from .samsa_triton import sample_kernels_apply, soft_sample, straight_through_score_gradient
+from .triton_support import transformed
 
 __all__ = [
     "SAMPLING_MODES",
@@ -219,7 +220,8 @@ def differentiable_topk(
     wide = torch.promote_types(torch.promote_types(scores.dtype, chosen.dtype), torch.float32)
     z = scores.gather(-1, index).to(wide)
     if mode == "hard":  # exactly x_top; the mixture exists only in the backward
-        return _StraightThroughSample.apply(x_top, x_bot, z, float(temperature))
+        sample = _TransformableSample if transformed() else _StraightThroughSample
+        return sample.apply(x_top, x_bot, z, float(temperature))
 
     def eager(top: Tensor, bot: Tensor, scores: Tensor) -> Tensor:
         keep, mix = sampling_mixture(scores[..., :k], scores[..., k:], temperature)
@@ -243,21 +245,14 @@ class _StraightThroughSample(torch.autograd.Function):
     ``dz_top[m] = Σ_v dS[m, v]`` and ``dz_bot[v] = −Σ_m dS[m, v]``. The forward pass forms no
     ``(k, k)`` mixture, which a value equal to ``X_top`` never reads.
 
-    Written for :mod:`torch.func` (``grad``, ``vmap``, ``jacrev``: the forward takes no ``ctx``
-    and the batching rule is generated); under a transform the backward takes its torch
-    operations (:func:`~filterformer.functional.triton_support.transformed`)."""
-
-    generate_vmap_rule = True
+    Under :mod:`torch.func` transforms :class:`_TransformableSample` serves instead: a Function
+    written for them (a ``setup_context``) costs its host tens of microseconds a call more, in
+    binding its arguments to the forward's signature."""
 
     @staticmethod
-    def forward(x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+    def forward(ctx, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+        _keep_for_backward(ctx, x_top, x_bot, z, temperature)
         return x_top.view_as(x_top)
-
-    @staticmethod
-    def setup_context(ctx, inputs: tuple, output: Tensor) -> None:
-        x_top, x_bot, z, temperature = inputs
-        ctx.save_for_backward(x_top, x_bot, z)
-        ctx.temperature = temperature
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, Tensor, None]:
@@ -272,6 +267,28 @@ class _StraightThroughSample(torch.autograd.Function):
         else:
             scores_grad = _straight_through_scores(grad, x_top, x_bot, z, tau)
         return grad, None, scores_grad, None
+
+
+def _keep_for_backward(ctx, x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> None:
+    ctx.save_for_backward(x_top, x_bot, z)
+    ctx.temperature = temperature
+
+
+class _TransformableSample(_StraightThroughSample):
+    """:class:`_StraightThroughSample` written for :mod:`torch.func` (``grad``, ``vmap``,
+    ``jacrev``): the forward takes no ``ctx`` and the batching rule is generated; under a
+    transform the backward takes its torch operations
+    (:func:`~filterformer.functional.triton_support.transformed`)."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x_top: Tensor, x_bot: Tensor, z: Tensor, temperature: float) -> Tensor:
+        return x_top.view_as(x_top)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple, output: Tensor) -> None:
+        _keep_for_backward(ctx, *inputs)
 
 
 def _straight_through_scores(grad: Tensor, x_top: Tensor, x_bot: Tensor, z: Tensor,
