@@ -38,7 +38,6 @@ def test_blocks_in_depth_order():
     assert len(vision_transformer_blocks(model)) == 3
 
 
-
 def test_other_timm_families_have_the_block_stack_that_diagnostics_reads():
     eva = timm.create_model(
         "eva02_tiny_patch14_224", pretrained=False, img_size=28, patch_size=14, depth=2,

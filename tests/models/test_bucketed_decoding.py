@@ -13,7 +13,6 @@ BUCKET = 8
 METHODS = ["softmax", "gfsa", "gfsa_exact", "gfsa+neutreno"]
 
 
-
 @pytest.mark.parametrize("kind", METHODS)
 def test_greedy_and_sampled_generation_across_buckets_equal_recomputation(kind):
     model = causal_lm(kind)

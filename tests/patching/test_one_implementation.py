@@ -29,8 +29,6 @@ RESPONSE = GraphFilter.filter_response
 KERNELS = (gfsa, gfsa_filter, gfsa_response)
 
 
-
-
 def test_the_native_module_and_model_call_the_one_gfsa_and_v0_rule():
     module = GraphFilterAttention(16, 2, K=3)
     with recorded_calls(GFSA, NEUTRENO_RULE) as calls:

@@ -104,7 +104,6 @@ def test_compiled_graph_bridge_matches_eager_for_graphs_of_other_sizes(compile_c
     check_matches_eager(model, [graphs(n) for n in two_lengths()], compile_counter)
 
 
-
 def test_a_process_compiles_more_configurations_than_torchdynamos_default_limit(monkeypatch):
     """A comparison compiles one graph per method on the same forward functions: past
     TorchDynamo's default recompile limit (8) a later one would run eagerly, unseen.

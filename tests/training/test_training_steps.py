@@ -25,8 +25,6 @@ TINY = ["task=majority", "model.dim=16", "model.depth=1", "model.num_heads=2", "
         "max_steps=2", "progress=false"]
 
 
-
-
 def test_compare_cost_times_the_steps_the_one_builder_builds(tmp_path):
     methods, warmup, rounds = ["softmax", "gfsa", "neutreno"], random.randint(1, 2), 2
     config = load_compare_config(None, [*TINY, f"output_dir={tmp_path}"], methods=methods,

@@ -148,8 +148,6 @@ def _mask_argument(mask: Tensor | None, like: Tensor) -> Tensor:
     return mask.to(torch.int8).contiguous()
 
 
-
-
 def _heads_last_empty(like: Tensor, width: int, dtype: torch.dtype) -> Tensor:
     """An empty ``(B, h, N, width)`` whose memory is ``(B, N, h, width)``: merging the heads
     afterwards (``transpose(1, 2).reshape``) is a view."""

@@ -67,8 +67,6 @@ def gfsa_triton_applies(values: Tensor, first: Tensor, last: Tensor, *coefficien
     )
 
 
-
-
 def _layout(x: Tensor) -> tuple[int, int, tuple[int, int]]:
     """``(heads, tokens, grid)`` of a ``(B, h, N, d)`` term, and the kernels' block sizes."""
     batch, heads, length, dim = x.shape

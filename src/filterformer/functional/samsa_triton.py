@@ -390,8 +390,6 @@ def _gather_grid(batch: int, heads: int, count: int) -> tuple[int, int]:
     return batch * heads, -(-count // _GATHER_BLOCK)
 
 
-
-
 def _zeros_laid_out_like(x: Tensor) -> Tensor:
     """Zeros of ``x``'s shape and dtype with its axes in its memory order (the tokens' keys and
     values are views of the ``(B, N, 3D)`` projection, heads inside tokens), so that their

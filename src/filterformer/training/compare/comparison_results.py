@@ -152,7 +152,6 @@ _EMPTY_WHEN_NULL = ("task", "method_entries", "seeds", "budget", "environment",
                     "method_activity", "figures", "diagnostics")
 
 
-
 def check_schema_version(data: Any, path: str | Path) -> int:
     """The schema version of ``data`` (the content of ``path``): its ``schema_version``, or 1
     where it has none.
