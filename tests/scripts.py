@@ -1,5 +1,5 @@
 """A script of ``scripts/`` loaded as a module, for the tests that call its functions; one of
-``benchmarks/`` run as a command."""
+``scripts/`` or ``benchmarks/`` run as a command."""
 
 from __future__ import annotations
 
@@ -25,5 +25,16 @@ def load_script(name: str) -> ModuleType:
 
 def run_benchmark(name: str, *args: str) -> subprocess.CompletedProcess:
     """``python benchmarks/<name>.py ARGS``, its output captured (at most 300 s)."""
-    return subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), *args],
-                          capture_output=True, text=True, timeout=300)
+    return _run(BENCHMARKS / f"{name}.py", args)
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
+    """``python scripts/<name>.py ARGS`` from the repository's root, its output captured (at
+    most 300 s)."""
+    return _run(SCRIPTS / f"{name}.py", args, cwd=SCRIPTS.parent)
+
+
+def _run(path: Path, args: tuple[str, ...], cwd: Path | None = None
+         ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)

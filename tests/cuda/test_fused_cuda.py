@@ -1,11 +1,18 @@
 """The fused regions through inductor on CUDA (Triton kernels) equal their eager functions on the
 same device, values and gradients, in one graph for two sequence lengths: AGF's layer (float32
-products, and bfloat16 products as under autocast), GFSA's combination and SAMSA's score norm."""
+products, and bfloat16 products as under autocast), GFSA's combination (where its Triton kernels
+cannot serve) and SAMSA's score norm."""
 
 import pytest
 import torch
 
-from filterformer.functional import add_rms_normed, agf_coefficients, agf_layer, gfsa_combine
+from filterformer.functional import (
+    add_rms_normed,
+    agf_coefficients,
+    agf_layer,
+    gfsa_combine,
+    gfsa_triton,
+)
 
 from ..functional.test_fused import regions_compiled_by
 from .parity import assert_relative_close
@@ -54,7 +61,10 @@ def test_agf_layer(products, cuda_device, inductor_regions):
     assert inductor_regions.frame_count == 1
 
 
-def test_gfsa_combine(cuda_device, inductor_regions):
+def test_gfsa_combine(cuda_device, inductor_regions, monkeypatch):
+    # On CUDA the combination is Triton's kernels (test_triton_cuda.py); the region serves where
+    # they cannot (no Triton, after a kernel's failure), as here.
+    monkeypatch.setattr(gfsa_triton.SWITCH, "failed", True)
     for n in (int(torch.randint(5, 40, ())), int(torch.randint(40, 90, ()))):
         values, first, last = _leaves(cuda_device, *[(2, 3, n, 8)] * 3)
         w = _leaves(cuda_device, (3,), (3,), (3,))
