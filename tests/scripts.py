@@ -1,5 +1,5 @@
-"""A script of ``scripts/`` loaded as a module, for the tests that call its functions; one of
-``scripts/`` or ``benchmarks/`` run as a command."""
+"""A script of ``scripts/`` or ``benchmarks/`` loaded as a module, for the tests that call its
+functions; one run as a command."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` executed as a fresh module named ``name``."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+def load_script(name: str, folder: Path = SCRIPTS) -> ModuleType:
+    """``<folder>/<name>.py`` (``scripts/`` by default) executed as a fresh module named
+    ``name``."""
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
