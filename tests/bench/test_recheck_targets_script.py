@@ -11,6 +11,7 @@ import torch
 
 from filterformer.bench import method_table
 from filterformer.bench import run as bench_run
+from filterformer.bench.model_cases import TOKENS
 from filterformer.bench.step_cases import BenchShape
 from filterformer.bench.targets import Case, Target
 
@@ -29,11 +30,12 @@ def test_a_control_is_its_targets_denominator_built_again(monkeypatch):
     script = load_script("recheck_targets", BENCHMARKS)
     monkeypatch.setattr(method_table, "BENCH_METHODS", dict(method_table.BENCH_METHODS))
     target = _decoding_target(int(torch.randint(4, 12, ()).item()))
-    checked = script.control(target)
-    assert checked.denominator == target.denominator and checked.direction == "info"
-    assert checked.shape == target.shape and checked.quantity == target.quantity
-    copy = checked.numerator.method
-    assert copy != target.denominator.method and checked.numerator[1:] == target.denominator[1:]
+    its_control = script.control(target)
+    assert its_control.denominator == target.denominator and its_control.direction == "info"
+    assert its_control.shape == target.shape and its_control.quantity == target.quantity
+    copy = its_control.numerator.method
+    assert copy != target.denominator.method
+    assert its_control.numerator[1:] == target.denominator[1:]
     # The copy builds what its row builds: the same model, layer by layer, at the same shape.
     built = [method_table.build_case(name, TINY, target.denominator.N, "inference")
              for name in (copy, target.denominator.method)]
@@ -41,9 +43,9 @@ def test_a_control_is_its_targets_denominator_built_again(monkeypatch):
     shapes = [{k: v.shape for k, v in case.module.state_dict().items()} for case in built]
     assert layers[0] == layers[1] and shapes[0] == shapes[1]
     outputs = [case.forward()[0] for case in built]
-    assert outputs[0].shape == outputs[1].shape == (TINY.batch, 8)
+    assert outputs[0].shape == outputs[1].shape == (TINY.batch, TOKENS)
     # Registering twice keeps one copy.
-    assert script.control(target) == checked
+    assert script.control(target) == its_control
     assert [name for name in method_table.BENCH_METHODS if name.startswith("decode-softmax")
             ] == ["decode-softmax", "decode-softmax again"]
 
