@@ -155,9 +155,12 @@ def test_hard_evaluation_projects_every_token_only_where_the_kernel_runs(monkeyp
     layer = build_attention("samsa", dim=32, num_heads=2, num_samples=4, mode="hard").eval()
     x = torch.randn(1, 20, 32)
     assert layer.projects_own_rows(x)
+    assert not layer.projects_own_rows(x, kernels_allowed=True)  # the choice made on CUDA
     allow_kernels(monkeypatch, samsa_triton_module.SWITCH)
     assert not layer.projects_own_rows(x)
+    assert layer.projects_own_rows(x, kernels_allowed=False)
     assert layer.train().projects_own_rows(x)  # training: 2k rows a head, h·2k = 16 <= N
+    assert layer.projects_own_rows(x, kernels_allowed=True)
 
 
 def reference_scores(x, hidden, norm_weight, eps, head_weight, head_bias, support_scores,

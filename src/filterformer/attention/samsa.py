@@ -251,16 +251,18 @@ class SamplingAttention(AttentionBase):
         support = support_scores.to(scores.dtype).expand(scores.shape[0], -1, -1)
         return torch.cat([scores, support], dim=-1)
 
-    def projects_own_rows(self, x: Tensor) -> bool:
+    def projects_own_rows(self, x: Tensor, kernels_allowed: bool | None = None) -> bool:
         """Project only the sampled tokens' keys and values (``O(m·D²)`` for m rows a head in
         place of ``O(N·D²)``) where the rows gathered from ``x`` ``(B, N, D)``, m for each of h
         heads (k in hard evaluation, 2k otherwise), are no more than its N; not in hard
         evaluation where the Triton kernel runs (CUDA), which reads every token's rows where
-        they live."""
+        they live. ``kernels_allowed``: whether SAMSA's kernels may serve ``x`` (None: as they
+        decide; True gives the choice made on CUDA)."""
         hard_eval = self.mode == "hard" and not self.training
         rows = self.num_samples * (1 if hard_eval else 2)
-        kernel = (hard_eval and self.head_dim <= SAMSA_TRITON_MAX_HEAD_DIM
-                  and SAMSA_KERNELS.allows(x))
+        if kernels_allowed is None:
+            kernels_allowed = SAMSA_KERNELS.allows(x)
+        kernel = hard_eval and self.head_dim <= SAMSA_TRITON_MAX_HEAD_DIM and kernels_allowed
         return self.num_heads * rows <= x.shape[1] and not kernel
 
     def _projected_rows(self, x: Tensor) -> TokenRows:

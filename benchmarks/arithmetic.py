@@ -1,0 +1,210 @@
+"""What the arithmetic allows each GPU target: the floating-point operations of its two steps.
+
+    python benchmarks/arithmetic.py --output DIR [--measured BENCH_JSON] [--match TEXT ...]
+
+A time target compares two steps. Were both to run their arithmetic at one rate, with nothing
+else taking time, their time ratio would be the ratio of their operations: the value the
+arithmetic allows the target, against which a measured value shows how much of a step goes to
+anything else (memory traffic, launches, the host). The operations are counted by torch's
+``FlopCounterMode``: matrix products and attention (scaled dot-product attention, two products
+of ``2·N·M·d`` a head forward and five backward); elementwise operations, reductions, gathers and
+the optimiser's update count nothing. Each side is built as ``filterformer bench`` builds it
+(``build_case``) at its target's shape with batch 1, stepped once on the CPU under bfloat16
+autocast, and its counts are multiplied by the target's batch (every count is proportional to
+the batch). Where CUDA's path does other arithmetic than the CPU's, CUDA's is counted: SAMSA's
+hard evaluation, whose kernel reads every token's keys and values, projects them all.
+
+A cached generation's targets are not counted: at batch 1 each token's step reads every weight
+for little arithmetic, so its time follows memory. With ``--measured`` (a ``bench.json`` of
+``filterformer bench --device cuda --gpu-targets``), each side's median time in that run gives
+its rate in TFLOP/s. Writes DIR/arithmetic.json and DIR/arithmetic.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import partialmethod
+from pathlib import Path
+from unittest import mock
+
+import torch
+from report_files import check_output, write_report
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+from filterformer.attention.samsa import SamplingAttention
+from filterformer.bench.method_table import build_case
+from filterformer.bench.step_cases import BenchShape
+from filterformer.bench.target_list import GPU_TARGETS
+from filterformer.bench.targets import Case, Target
+from filterformer.machine import machine_info
+from filterformer.provenance import source_revision
+from filterformer.training.precision import autocast
+
+_aten = torch.ops.aten
+#: torch's CPU attention kernel, which ``FlopCounterMode`` has no formula for: the formulas of
+#: its CUDA kernels (the same products).
+_CPU_ATTENTION = {
+    _aten._scaled_dot_product_flash_attention_for_cpu:
+        lambda query, key, value, *args, out_shape=None, **kwargs:
+            sdpa_flop_count(query, key, value),
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward:
+        lambda grad_out, query, key, value, *args, out_shape=None, **kwargs:
+            sdpa_backward_flop_count(grad_out, query, key, value),
+}
+#: Targets whose steps are a cached generation: not counted (see above).
+_GENERATION = ("generate-", "decode-")
+
+
+@contextmanager
+def _cuda_arithmetic() -> Iterator[None]:
+    """SAMSA's layers choose the rows they project as on CUDA, where its kernels serve."""
+    choice = partialmethod(SamplingAttention.projects_own_rows, kernels_allowed=True)
+    with mock.patch.object(SamplingAttention, "projects_own_rows", choice):
+        yield
+
+
+def count(case: Case, shape: BenchShape, precision: str = "bf16", *,
+          cuda: bool = True) -> dict[str, int]:
+    """Floating-point operations of one step of ``case`` built at ``shape`` (its batch as given)
+    under ``precision``'s autocast on the CPU, with CUDA's arithmetic where ``cuda``:
+    ``products`` (matrix products) and ``attention`` (scaled dot-product attention, forward and
+    backward)."""
+    built = build_case(case.method, shape, case.N, case.mode, "cpu")
+    counter = FlopCounterMode(display=False, custom_mapping=_CPU_ATTENTION)
+    with _cuda_arithmetic() if cuda else ExitStack(), \
+            autocast(precision, torch.device("cpu")), counter:
+        built.step()
+    counts = {"products": 0, "attention": 0}
+    for operation, flops in counter.get_flop_counts()["Global"].items():
+        counts["attention" if "attention" in str(operation) else "products"] += int(flops)
+    return counts
+
+
+def counted(target: Target) -> bool:
+    """Whether ``target`` is counted here: a time ratio, neither side a cached generation."""
+    return target.quantity == "time" and not any(
+        case.method.startswith(_GENERATION) for case in (target.numerator, target.denominator))
+
+
+def target_row(target: Target) -> dict:
+    """``target``'s sides counted at batch 1 and scaled to its batch; ``allowed``: numerator
+    over denominator, the target's value were both sides' arithmetic to run at one rate."""
+    shape = target.shape or BenchShape()
+    sides = []
+    for case in (target.numerator, target.denominator):
+        one = count(case, dataclasses.replace(shape, batch=1), target.precision)
+        sides.append({"case": list(case), **{k: n * shape.batch for k, n in one.items()}})
+    totals = [side["products"] + side["attention"] for side in sides]
+    if not all(t > 0 for t in totals):
+        raise RuntimeError(f"{target.name}: a side counts no arithmetic ({sides})")
+    allowed = totals[0] / totals[1]
+    holds = allowed <= target.bound if target.direction == "<=" else allowed >= target.bound
+    return {"target": target.name, "bound": target.bound, "direction": target.direction,
+            "batch": shape.batch, "sides": sides, "allowed": allowed,
+            "holds_at_one_rate": holds if target.direction != "info" else None}
+
+
+def read_measured(path: Path) -> dict:
+    """``path``'s GPU targets: {name: {"value", "median_ms": [numerator's, denominator's]}}
+    and its machine; ValueError naming what is missing or not finite."""
+    report = json.loads(path.read_text())
+    if not isinstance(report, dict) or "targets" not in report:
+        raise ValueError("not a bench.json: it has no 'targets'")
+    measured = {}
+    for row in report["targets"]:
+        times = [side.get("median_ms") for side in row.get("sides") or []]
+        if row.get("value") is None or len(times) != 2 or None in times:
+            continue  # a CPU target, or one not measured in that run
+        values = [row["value"], *times]
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+            raise ValueError(f"target {row.get('name')!r}: a value or time that is not a "
+                             f"finite positive number ({values})")
+        measured[row["name"]] = {"value": row["value"], "median_ms": times}
+    machine = report.get("machine") or {}
+    source = machine.get("source") or {}
+    return {"targets": measured, "gpu": machine.get("gpu"), "date": machine.get("date"),
+            "commit": source.get("commit"), "modified": bool(source.get("modified"))}
+
+
+def with_rates(row: dict, measured: dict) -> dict:
+    """``row`` with the measured value and each side's rate (TFLOP/s), where ``measured``
+    (:func:`read_measured`) has its target."""
+    found = measured["targets"].get(row["target"])
+    if found is None:
+        return row
+    rates = [(side["products"] + side["attention"]) / (ms * 1e-3) / 1e12
+             for side, ms in zip(row["sides"], found["median_ms"], strict=True)]
+    return {**row, "measured": found["value"], "median_ms": found["median_ms"],
+            "tflops": rates}
+
+
+def _markdown(report: dict) -> str:
+    machine, measured = report["machine"], report["measured"]
+    lines = [
+        "# What the arithmetic allows each GPU target",
+        "",
+        f"- Counted on: {machine['cpu']}, torch {machine['torch']}, {machine['date']}.",
+        f"- Command: `{report['command']}` at commit {report['commit'] or '(unknown)'}"
+        f"{' (with uncommitted changes)' if report['modified'] else ''}.",
+        "- GFLOP a step at the target's batch (matrix products + attention), numerator then "
+        "denominator. Allowed: numerator over denominator, the target's value were both "
+        "sides' arithmetic to run at one rate.",
+    ]
+    if measured:
+        lines.append(f"- Measured: `{measured['path']}`, {measured['gpu']}, {measured['date']}, "
+                     f"commit {measured['commit']}"
+                     f"{' (with uncommitted changes)' if measured['modified'] else ''}; rates "
+                     "from its median times a step.")
+    lines += ["", "| target | bound | numerator GFLOP | denominator GFLOP | allowed | holds at "
+              "one rate | measured | TFLOP/s (numerator, denominator) |",
+              "|---|---|---:|---:|---:|---|---:|---|"]
+    for row in report["rows"]:
+        gflop = [f"{s['products'] / 1e9:.1f} + {s['attention'] / 1e9:.1f}" for s in row["sides"]]
+        holds = {True: "yes", False: "**no**", None: "(info)"}[row["holds_at_one_rate"]]
+        value = f"{row['measured']:.2f}" if "measured" in row else "–"
+        rates = (", ".join(f"{r:.0f}" for r in row["tflops"]) if "tflops" in row else "–")
+        lines.append(f"| {row['target']} | {row['direction']} {row['bound']:g} | {gflop[0]} | "
+                     f"{gflop[1]} | {row['allowed']:.2f} | {holds} | {value} | {rates} |")
+    lines += ["", "Not counted (a cached generation's time follows memory): "
+              + "; ".join(report["not_counted"]) + "."] if report["not_counted"] else []
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--measured", type=Path, help="a GPU run's bench.json")
+    parser.add_argument("--match", nargs="+", metavar="TEXT",
+                        help="only the targets whose name contains one of these")
+    args = parser.parse_args()
+    check_output(parser, args.output)
+    measured = None
+    if args.measured is not None:
+        try:
+            measured = {"path": str(args.measured), **read_measured(args.measured)}
+        except (OSError, ValueError) as err:  # json's decoding error is a ValueError
+            parser.error(f"--measured {args.measured}: {err}")
+    chosen = [t for t in GPU_TARGETS if not args.match or any(m in t.name for m in args.match)]
+    if not chosen:
+        parser.error(f"--match: no GPU target's name contains any of {args.match}")
+    torch.manual_seed(0)
+    rows = [target_row(t) for t in chosen if counted(t)]
+    report = {
+        "machine": machine_info("cpu"), **source_revision(),
+        "command": shlex.join(["python", "benchmarks/arithmetic.py", *sys.argv[1:]]),
+        "rows": [with_rates(row, measured) if measured else row for row in rows],
+        "not_counted": [t.name for t in chosen if not counted(t)], "measured": measured,
+    }
+    write_report(parser, args.output, "arithmetic", report, _markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

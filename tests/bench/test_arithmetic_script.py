@@ -1,0 +1,113 @@
+"""``benchmarks/arithmetic.py``: its counts against closed forms, their proportion to the batch,
+CUDA's arithmetic for SAMSA, what it writes, and its refusals."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+
+import pytest
+
+from filterformer.bench.step_cases import BenchShape
+from filterformer.bench.target_list import GPU_TARGETS
+from filterformer.bench.targets import Case
+
+from ..scripts import BENCHMARKS, load_script, run_benchmark
+
+sys.path.insert(0, str(BENCHMARKS))  # the script imports its neighbour report_files
+try:
+    arithmetic = load_script("arithmetic", BENCHMARKS)
+finally:
+    sys.path.remove(str(BENCHMARKS))
+D128 = next(t for t in GPU_TARGETS if "D=128" in t.name)
+
+
+def _shape(batch: int) -> BenchShape:
+    return BenchShape(batch=batch, heads=random.choice([1, 2, 4]), head_dim=8, depth=1,
+                      mlp_ratio=2.0)
+
+
+@pytest.mark.parametrize("mode", ["inference", "train"])
+def test_the_softmax_module_counts_its_closed_form(mode):
+    # qkv (D -> 3D) and output (D -> D) projections, 2·B·N·D·4D; attention's two products,
+    # 2·(2·B·h·N²·d) = 4·B·N²·D forward. Training: each product's two gradients (x takes one),
+    # and attention's backward of five products (2.5 times its forward).
+    shape, N = _shape(random.randint(1, 3)), random.randint(5, 40)
+    B, D = shape.batch, shape.width
+    counts = arithmetic.count(Case("softmax-module", N, mode), shape)
+    products, attention = 8 * B * N * D * D, 4 * B * N * N * D
+    if mode == "train":
+        products, attention = 3 * products, attention + 10 * B * N * N * D
+    assert counts == {"products": products, "attention": attention}
+
+
+@pytest.mark.parametrize("case", [
+    Case("samsa-hard-k128", 200, "inference"), Case("samsa-hard-k128", 300, "train"),
+    Case("agf", 64, "train"), Case("gfsa", 64, "train"), Case("gfsa-module", 64, "inference"),
+    Case("bert-samsa-hard-k256", 512, "train"), Case("bert-agf", 64, "train"),
+])
+def test_counts_are_proportional_to_the_batch(case):
+    # What lets the script count one sample and scale it to the target's batch.
+    one = _shape(1)
+    two = BenchShape(**{**one.__dict__, "batch": 2})
+    single, double = arithmetic.count(case, one), arithmetic.count(case, two)
+    assert single["products"] + single["attention"] > 0
+    assert double == {kind: 2 * n for kind, n in single.items()}
+
+
+def test_samsa_hard_evaluation_projects_every_token_as_on_cuda():
+    # On CUDA the evaluation kernel reads every token's keys and values (4·B·N·D² to project
+    # them); on the CPU only the k sampled rows a head are projected (4·B·k·D²), where h·k <= N.
+    shape, N, k = BenchShape(batch=2, heads=2, head_dim=8), random.randint(300, 400), 128
+    case = Case("samsa-hard-k128", N, "inference")
+    cuda, cpu = arithmetic.count(case, shape), arithmetic.count(case, shape, cuda=False)
+    D = shape.width
+    assert cuda["products"] - cpu["products"] == 4 * shape.batch * (N - k) * D * D
+    assert cuda["attention"] == cpu["attention"] == 4 * shape.batch * N * k * D
+    # In training both paths project every token (the differentiable sample reads 2k rows a
+    # head: h·2k > N here).
+    train = Case("samsa-hard-k128", N, "train")
+    assert arithmetic.count(train, shape) == arithmetic.count(train, shape, cuda=False)
+
+
+def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
+    median_ms = [random.uniform(0.1, 2.0), random.uniform(0.1, 2.0)]
+    bench = {"machine": {"gpu": "a GPU", "date": "today", "source": {"commit": "abc"}},
+             "targets": [{"name": D128.name, "value": median_ms[0] / median_ms[1],
+                          "sides": [{"N": 1024, "median_ms": ms} for ms in median_ms]}]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+    result = run_benchmark("arithmetic", "--output", str(tmp_path / "out"), "--match", "D=128",
+                           "--measured", str(tmp_path / "bench.json"))
+    assert result.returncode == 0, result.stderr
+    report = json.loads((tmp_path / "out" / "arithmetic.json").read_text())
+    (row,) = report["rows"]
+    totals = [side["products"] + side["attention"] for side in row["sides"]]
+    assert row["target"] == D128.name and row["batch"] == D128.shape.batch
+    assert row["allowed"] == pytest.approx(totals[0] / totals[1])
+    assert row["holds_at_one_rate"] == (row["allowed"] >= D128.bound)
+    assert row["tflops"] == pytest.approx([t / (ms * 1e-3) / 1e12
+                                           for t, ms in zip(totals, median_ms, strict=True)])
+    # Each side counted at batch 1 and scaled: the same as counting at the target's batch.
+    for side, case in zip(row["sides"], (D128.numerator, D128.denominator), strict=True):
+        at_batch = arithmetic.count(case, D128.shape)
+        assert {kind: side[kind] for kind in at_batch} == at_batch
+    table = (tmp_path / "out" / "arithmetic.md").read_text()
+    assert D128.name in table and "a GPU" in table
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"records": []}), json.dumps(
+    {"targets": [{"name": D128.name, "value": float("nan"),
+                  "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]})])
+def test_a_measured_file_that_cannot_serve_is_refused_by_name(tmp_path, content):
+    (tmp_path / "bench.json").write_text(content)
+    result = run_benchmark("arithmetic", "--output", str(tmp_path / "out"), "--match", "D=128",
+                           "--measured", str(tmp_path / "bench.json"))
+    assert result.returncode == 2 and "--measured" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_match_of_no_target_is_refused(tmp_path):
+    result = run_benchmark("arithmetic", "--output", str(tmp_path), "--match", "no such target")
+    assert result.returncode == 2 and "--match" in result.stderr
+    assert not (tmp_path / "arithmetic.json").exists()
