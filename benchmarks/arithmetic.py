@@ -64,7 +64,12 @@ _GENERATION = ("generate-", "decode-")
 
 @contextmanager
 def _cuda_arithmetic() -> Iterator[None]:
-    """SAMSA's layers choose the rows they project as on CUDA, where its kernels serve."""
+    """SAMSA's layers choose the rows they project as on CUDA, where its kernels serve. (A tree
+    whose SAMSA makes no such choice, run with ``PYTHONPATH`` at its checkout's ``src`` to count
+    the arithmetic of a GPU run made there, projects every token on either path.)"""
+    if "projects_own_rows" not in vars(SamplingAttention):
+        yield
+        return
     choice = partialmethod(SamplingAttention.projects_own_rows, kernels_allowed=True)
     with mock.patch.object(SamplingAttention, "projects_own_rows", choice):
         yield

@@ -65,6 +65,10 @@ def test_samsa_hard_evaluation_projects_every_token_as_on_cuda():
     D = shape.width
     assert cuda["products"] - cpu["products"] == 4 * shape.batch * (N - k) * D * D
     assert cuda["attention"] == cpu["attention"] == 4 * shape.batch * N * k * D
+    # A tree whose SAMSA has no such choice projects every token: counted as such.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delattr(arithmetic.SamplingAttention, "projects_own_rows")
+        assert arithmetic.count(case, shape) == arithmetic.count(case, shape, cuda=False) == cuda
     # In training both paths project every token (the differentiable sample reads 2k rows a
     # head: h·2k > N here).
     train = Case("samsa-hard-k128", N, "train")
