@@ -139,15 +139,25 @@ def read_measured(path: Path) -> dict:
 
 
 def with_rates(row: dict, measured: dict) -> dict:
-    """``row`` with the measured value and each side's rate (TFLOP/s), where ``measured``
+    """``row`` with the measured value, each side's rate (TFLOP/s) and ``needed``: the rate at
+    which the side the bound limits (the denominator of a ``>=`` bound, the numerator of a
+    ``<=`` one) would meet the bound, the other side's time as measured; where ``measured``
     (:func:`read_measured`) has its target."""
     found = measured["targets"].get(row["target"])
     if found is None:
         return row
-    rates = [(side["products"] + side["attention"]) / (ms * 1e-3) / 1e12
-             for side, ms in zip(row["sides"], found["median_ms"], strict=True)]
+    flops = [side["products"] + side["attention"] for side in row["sides"]]
+    numerator_ms, denominator_ms = found["median_ms"]
+    rates = [n / (ms * 1e-3) / 1e12 for n, ms in zip(flops, found["median_ms"], strict=True)]
+    needed = None
+    if row["direction"] == ">=":  # denominator's time <= numerator's / bound
+        needed = {"side": "denominator",
+                  "tflops": flops[1] / (numerator_ms / row["bound"] * 1e-3) / 1e12}
+    elif row["direction"] == "<=":  # numerator's time <= bound × denominator's
+        needed = {"side": "numerator",
+                  "tflops": flops[0] / (row["bound"] * denominator_ms * 1e-3) / 1e12}
     return {**row, "measured": found["value"], "median_ms": found["median_ms"],
-            "tflops": rates}
+            "tflops": rates, "needed": needed}
 
 
 def _markdown(report: dict) -> str:
@@ -166,17 +176,21 @@ def _markdown(report: dict) -> str:
         lines.append(f"- Measured: `{measured['path']}`, {measured['gpu']}, {measured['date']}, "
                      f"commit {measured['commit']}"
                      f"{' (with uncommitted changes)' if measured['modified'] else ''}; rates "
-                     "from its median times a step.")
+                     "from its median times a step. The bound needs: the rate at which the side "
+                     "it limits would meet it, the other side's time as measured.")
     lines += ["", "| target | bound | numerator GFLOP | denominator GFLOP | allowed | holds at "
-              "one rate | measured | TFLOP/s (numerator, denominator) |",
-              "|---|---|---:|---:|---:|---|---:|---|"]
+              "one rate | measured | TFLOP/s (numerator, denominator) | the bound needs |",
+              "|---|---|---:|---:|---:|---|---:|---|---|"]
     for row in report["rows"]:
         gflop = [f"{s['products'] / 1e9:.1f} + {s['attention'] / 1e9:.1f}" for s in row["sides"]]
         holds = {True: "yes", False: "**no**", None: "(info)"}[row["holds_at_one_rate"]]
         value = f"{row['measured']:.2f}" if "measured" in row else "–"
         rates = (", ".join(f"{r:.0f}" for r in row["tflops"]) if "tflops" in row else "–")
+        needed = row.get("needed")
+        needs = f"{needed['tflops']:.0f} of the {needed['side']}" if needed else "–"
         lines.append(f"| {row['target']} | {row['direction']} {row['bound']:g} | {gflop[0]} | "
-                     f"{gflop[1]} | {row['allowed']:.2f} | {holds} | {value} | {rates} |")
+                     f"{gflop[1]} | {row['allowed']:.2f} | {holds} | {value} | {rates} | "
+                     f"{needs} |")
     lines += ["", "Not counted (a cached generation's time follows memory): "
               + "; ".join(report["not_counted"]) + "."] if report["not_counted"] else []
     return "\n".join(lines) + "\n"

@@ -92,6 +92,11 @@ def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
     assert row["holds_at_one_rate"] == (row["allowed"] >= D128.bound)
     assert row["tflops"] == pytest.approx([t / (ms * 1e-3) / 1e12
                                            for t, ms in zip(totals, median_ms, strict=True)])
+    # A >= bound limits the denominator: at the rate it needs, its time is the numerator's
+    # over the bound.
+    assert row["needed"]["side"] == "denominator"
+    needed_ms = totals[1] / (row["needed"]["tflops"] * 1e12) * 1e3
+    assert needed_ms == pytest.approx(median_ms[0] / D128.bound)
     # Each side counted at batch 1 and scaled: the same as counting at the target's batch.
     for side, case in zip(row["sides"], (D128.numerator, D128.denominator), strict=True):
         at_batch = arithmetic.count(case, D128.shape)
@@ -115,3 +120,18 @@ def test_a_match_of_no_target_is_refused(tmp_path):
     result = run_benchmark("arithmetic", "--output", str(tmp_path), "--match", "no such target")
     assert result.returncode == 2 and "--match" in result.stderr
     assert not (tmp_path / "arithmetic.json").exists()
+
+
+def test_a_bound_from_above_limits_the_numerator():
+    # GFSA / SDPA <= 2.2: at the rate GFSA's side needs, its time is 2.2 × SDPA's as measured.
+    flops = [random.randint(10**9, 10**12), random.randint(10**9, 10**12)]
+    median_ms = [random.uniform(0.1, 5.0), random.uniform(0.1, 5.0)]
+    row = {"target": "t", "direction": "<=", "bound": 2.2,
+           "sides": [{"products": n - n // 3, "attention": n // 3} for n in flops]}
+    rated = arithmetic.with_rates(row, {"targets": {"t": {"value": median_ms[0] / median_ms[1],
+                                                          "median_ms": median_ms}}})
+    assert rated["needed"]["side"] == "numerator"
+    assert flops[0] / (rated["needed"]["tflops"] * 1e9) == pytest.approx(2.2 * median_ms[1])
+    assert rated["tflops"] == pytest.approx([n / ms / 1e9 for n, ms in zip(flops, median_ms,
+                                                                          strict=True)])
+    assert arithmetic.with_rates(row, {"targets": {}}) is row  # not in that run: no rates
