@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import math
 import shlex
@@ -62,6 +63,10 @@ _CPU_ATTENTION = {
 _GENERATION = ("generate-", "decode-")
 
 
+class CountError(RuntimeError):
+    """A count that cannot be made or cannot be right: the run stops and says why (exit 2)."""
+
+
 @contextmanager
 def _cuda_arithmetic() -> Iterator[None]:
     """SAMSA's layers choose the rows they project as on CUDA, where its kernels serve. (A tree
@@ -70,6 +75,9 @@ def _cuda_arithmetic() -> Iterator[None]:
     if "projects_own_rows" not in vars(SamplingAttention):
         yield
         return
+    if "kernels_allowed" not in inspect.signature(SamplingAttention.projects_own_rows).parameters:
+        raise CountError("this tree's SAMSA chooses the rows it projects with no "
+                           "kernels_allowed argument: CUDA's choice cannot be counted on the CPU")
     choice = partialmethod(SamplingAttention.projects_own_rows, kernels_allowed=True)
     with mock.patch.object(SamplingAttention, "projects_own_rows", choice):
         yield
@@ -108,7 +116,7 @@ def target_row(target: Target) -> dict:
         sides.append({"case": list(case), **{k: n * shape.batch for k, n in one.items()}})
     totals = [side["products"] + side["attention"] for side in sides]
     if not all(t > 0 for t in totals):
-        raise RuntimeError(f"{target.name}: a side counts no arithmetic ({sides})")
+        raise CountError(f"{target.name}: a side counts no arithmetic ({sides})")
     allowed = totals[0] / totals[1]
     holds = allowed <= target.bound if target.direction == "<=" else allowed >= target.bound
     return {"target": target.name, "bound": target.bound, "direction": target.direction,
@@ -120,10 +128,15 @@ def read_measured(path: Path) -> dict:
     """``path``'s GPU targets: {name: {"value", "median_ms": [numerator's, denominator's]}}
     and its machine; ValueError naming what is missing or not finite."""
     report = json.loads(path.read_text())
-    if not isinstance(report, dict) or "targets" not in report:
-        raise ValueError("not a bench.json: it has no 'targets'")
+    if not isinstance(report, dict) or not isinstance(report.get("targets"), list):
+        raise ValueError("not a bench.json: it has no list of 'targets'")
     measured = {}
     for row in report["targets"]:
+        if not (isinstance(row, dict) and isinstance(row.get("name"), str)
+                and isinstance(row.get("sides") or [], list)
+                and all(isinstance(side, dict) for side in row.get("sides") or [])):
+            raise ValueError(f"a target that is not a bench.json row with a name and sides: "
+                             f"{str(row)[:200]}")
         times = [side.get("median_ms") for side in row.get("sides") or []]
         if row.get("value") is None or len(times) != 2 or None in times:
             continue  # a CPU target, or one not measured in that run
@@ -132,32 +145,32 @@ def read_measured(path: Path) -> dict:
             raise ValueError(f"target {row.get('name')!r}: a value or time that is not a "
                              f"finite positive number ({values})")
         measured[row["name"]] = {"value": row["value"], "median_ms": times}
-    machine = report.get("machine") or {}
-    source = machine.get("source") or {}
+    machine = report.get("machine") if isinstance(report.get("machine"), dict) else {}
+    source = machine.get("source") if isinstance(machine.get("source"), dict) else {}
     return {"targets": measured, "gpu": machine.get("gpu"), "date": machine.get("date"),
             "commit": source.get("commit"), "modified": bool(source.get("modified"))}
 
 
 def with_rates(row: dict, measured: dict) -> dict:
-    """``row`` with the measured value, each side's rate (TFLOP/s) and ``needed``: the rate at
-    which the side the bound limits (the denominator of a ``>=`` bound, the numerator of a
-    ``<=`` one) would meet the bound, the other side's time as measured; where ``measured``
-    (:func:`read_measured`) has its target."""
+    """``row`` with the measured value, each side's rate (TFLOP/s, its operations over its
+    median time) and ``needed``: the rate at which the side the bound limits (the denominator
+    of a ``>=`` bound, the numerator of a ``<=`` one) would bring the measured value to the
+    bound, the other side as measured. The value is the median of the rounds' ratios, not the
+    ratio of the medians, so ``needed`` scales the limited side's rate by the bound over the
+    value (``>=``) or the value over the bound (``<=``): a side that misses its bound needs
+    more than it ran at. Where ``measured`` (:func:`read_measured`) has the target."""
     found = measured["targets"].get(row["target"])
     if found is None:
         return row
     flops = [side["products"] + side["attention"] for side in row["sides"]]
-    numerator_ms, denominator_ms = found["median_ms"]
     rates = [n / (ms * 1e-3) / 1e12 for n, ms in zip(flops, found["median_ms"], strict=True)]
-    needed = None
-    if row["direction"] == ">=":  # denominator's time <= numerator's / bound
-        needed = {"side": "denominator",
-                  "tflops": flops[1] / (numerator_ms / row["bound"] * 1e-3) / 1e12}
-    elif row["direction"] == "<=":  # numerator's time <= bound × denominator's
-        needed = {"side": "numerator",
-                  "tflops": flops[0] / (row["bound"] * denominator_ms * 1e-3) / 1e12}
-    return {**row, "measured": found["value"], "median_ms": found["median_ms"],
-            "tflops": rates, "needed": needed}
+    value, bound, needed = found["value"], row["bound"], None
+    if row["direction"] == ">=":  # the denominator's time must shrink by value / bound
+        needed = {"side": "denominator", "tflops": rates[1] * bound / value}
+    elif row["direction"] == "<=":  # the numerator's time must shrink by bound / value
+        needed = {"side": "numerator", "tflops": rates[0] * value / bound}
+    return {**row, "measured": value, "median_ms": found["median_ms"], "tflops": rates,
+            "needed": needed}
 
 
 def _markdown(report: dict) -> str:
@@ -211,10 +224,15 @@ def main() -> int:
         except (OSError, ValueError) as err:  # json's decoding error is a ValueError
             parser.error(f"--measured {args.measured}: {err}")
     chosen = [t for t in GPU_TARGETS if not args.match or any(m in t.name for m in args.match)]
-    if not chosen:
-        parser.error(f"--match: no GPU target's name contains any of {args.match}")
+    if not any(map(counted, chosen)):
+        parser.error(f"--match: no counted GPU target's name contains any of {args.match} (a "
+                     "cached generation's targets are not counted)")
     torch.manual_seed(0)
-    rows = [target_row(t) for t in chosen if counted(t)]
+    try:
+        rows = [target_row(t) for t in chosen if counted(t)]
+    except CountError as err:
+        print(f"arithmetic.py: {err}", file=sys.stderr)
+        return 2
     report = {
         "machine": machine_info("cpu"), **source_revision(),
         "command": shlex.join(["python", "benchmarks/arithmetic.py", *sys.argv[1:]]),

@@ -3,11 +3,12 @@ CUDA's arithmetic for SAMSA, what it writes, and its refusals."""
 
 from __future__ import annotations
 
+import inspect
 import json
-import random
 import sys
 
 import pytest
+import torch
 
 from filterformer.bench.step_cases import BenchShape
 from filterformer.bench.target_list import GPU_TARGETS
@@ -23,8 +24,16 @@ finally:
 D128 = next(t for t in GPU_TARGETS if "D=128" in t.name)
 
 
+def _integer(low: int, high: int) -> int:  # from torch's generator, seeded per test
+    return int(torch.randint(low, high + 1, ()))
+
+
+def _uniform(low: float, high: float) -> float:
+    return float(torch.empty(()).uniform_(low, high))
+
+
 def _shape(batch: int) -> BenchShape:
-    return BenchShape(batch=batch, heads=random.choice([1, 2, 4]), head_dim=8, depth=1,
+    return BenchShape(batch=batch, heads=2 ** _integer(0, 2), head_dim=8, depth=1,
                       mlp_ratio=2.0)
 
 
@@ -33,7 +42,7 @@ def test_the_softmax_module_counts_its_closed_form(mode):
     # qkv (D -> 3D) and output (D -> D) projections, 2·B·N·D·4D; attention's two products,
     # 2·(2·B·h·N²·d) = 4·B·N²·D forward. Training: each product's two gradients (x takes one),
     # and attention's backward of five products (2.5 times its forward).
-    shape, N = _shape(random.randint(1, 3)), random.randint(5, 40)
+    shape, N = _shape(_integer(1, 3)), _integer(5, 40)
     B, D = shape.batch, shape.width
     counts = arithmetic.count(Case("softmax-module", N, mode), shape)
     products, attention = 8 * B * N * D * D, 4 * B * N * N * D
@@ -59,7 +68,7 @@ def test_counts_are_proportional_to_the_batch(case):
 def test_samsa_hard_evaluation_projects_every_token_as_on_cuda():
     # On CUDA the evaluation kernel reads every token's keys and values (4·B·N·D² to project
     # them); on the CPU only the k sampled rows a head are projected (4·B·k·D²), where h·k <= N.
-    shape, N, k = BenchShape(batch=2, heads=2, head_dim=8), random.randint(300, 400), 128
+    shape, N, k = BenchShape(batch=2, heads=2, head_dim=8), _integer(300, 400), 128
     case = Case("samsa-hard-k128", N, "inference")
     cuda, cpu = arithmetic.count(case, shape), arithmetic.count(case, shape, cuda=False)
     D = shape.width
@@ -76,9 +85,10 @@ def test_samsa_hard_evaluation_projects_every_token_as_on_cuda():
 
 
 def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
-    median_ms = [random.uniform(0.1, 2.0), random.uniform(0.1, 2.0)]
+    # The value is the median of the rounds' ratios, which the medians' ratio need not equal.
+    median_ms, value = [_uniform(0.1, 2.0), _uniform(0.1, 2.0)], _uniform(0.2, 3.0)
     bench = {"machine": {"gpu": "a GPU", "date": "today", "source": {"commit": "abc"}},
-             "targets": [{"name": D128.name, "value": median_ms[0] / median_ms[1],
+             "targets": [{"name": D128.name, "value": value,
                           "sides": [{"N": 1024, "median_ms": ms} for ms in median_ms]}]}
     (tmp_path / "bench.json").write_text(json.dumps(bench))
     result = run_benchmark("arithmetic", "--output", str(tmp_path / "out"), "--match", "D=128",
@@ -92,11 +102,12 @@ def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
     assert row["holds_at_one_rate"] == (row["allowed"] >= D128.bound)
     assert row["tflops"] == pytest.approx([t / (ms * 1e-3) / 1e12
                                            for t, ms in zip(totals, median_ms, strict=True)])
-    # A >= bound limits the denominator: at the rate it needs, its time is the numerator's
-    # over the bound.
-    assert row["needed"]["side"] == "denominator"
+    # A >= bound limits the denominator: at the rate it needs, its time is scaled by the value
+    # over the bound, which brings the value (numerator's time over its) to the bound.
+    assert row["needed"]["side"] == "denominator" and row["measured"] == value
     needed_ms = totals[1] / (row["needed"]["tflops"] * 1e12) * 1e3
-    assert needed_ms == pytest.approx(median_ms[0] / D128.bound)
+    assert needed_ms == pytest.approx(median_ms[1] * value / D128.bound)
+    assert (row["needed"]["tflops"] > row["tflops"][1]) == (value < D128.bound)
     # Each side counted at batch 1 and scaled: the same as counting at the target's batch.
     for side, case in zip(row["sides"], (D128.numerator, D128.denominator), strict=True):
         at_batch = arithmetic.count(case, D128.shape)
@@ -105,33 +116,52 @@ def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
     assert D128.name in table and "a GPU" in table
 
 
-@pytest.mark.parametrize("content", ["{not json", json.dumps({"records": []}), json.dumps(
-    {"targets": [{"name": D128.name, "value": float("nan"),
-                  "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]})])
+@pytest.mark.parametrize("content", [
+    "{not json", json.dumps({"records": []}), json.dumps({"targets": 3}),
+    json.dumps({"targets": [{"value": 1.0}]}), json.dumps({"targets": [{"name": "t", "sides": 1}]}),
+    json.dumps({"targets": [{"name": D128.name, "value": float("nan"),
+                             "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]}),
+])
 def test_a_measured_file_that_cannot_serve_is_refused_by_name(tmp_path, content):
-    (tmp_path / "bench.json").write_text(content)
+    path = tmp_path / "bench.json"
+    path.write_text(content)
     result = run_benchmark("arithmetic", "--output", str(tmp_path / "out"), "--match", "D=128",
-                           "--measured", str(tmp_path / "bench.json"))
-    assert result.returncode == 2 and "--measured" in result.stderr
+                           "--measured", str(path))
+    assert result.returncode == 2 and f"--measured {path}:" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
-def test_a_match_of_no_target_is_refused(tmp_path):
-    result = run_benchmark("arithmetic", "--output", str(tmp_path), "--match", "no such target")
-    assert result.returncode == 2 and "--match" in result.stderr
+@pytest.mark.parametrize("match", ["no such target", "cached generation"])
+def test_a_match_of_no_counted_target_is_refused(tmp_path, match):
+    result = run_benchmark("arithmetic", "--output", str(tmp_path), "--match", match)
+    assert result.returncode == 2 and "--match: no counted GPU target" in result.stderr
     assert not (tmp_path / "arithmetic.json").exists()
+
+
+def test_a_tree_whose_samsa_chooses_otherwise_is_refused(monkeypatch):
+    # A projects_own_rows without kernels_allowed: CUDA's choice cannot be made on the CPU.
+    def projects_own_rows(self, x):
+        return False
+
+    monkeypatch.setattr(arithmetic.SamplingAttention, "projects_own_rows", projects_own_rows)
+    assert "kernels_allowed" not in inspect.signature(projects_own_rows).parameters
+    with pytest.raises(arithmetic.CountError, match="kernels_allowed"):
+        arithmetic.count(Case("samsa-hard-k128", 64, "inference"), _shape(1))
 
 
 def test_a_bound_from_above_limits_the_numerator():
     # GFSA / SDPA <= 2.2: at the rate GFSA's side needs, its time is 2.2 × SDPA's as measured.
-    flops = [random.randint(10**9, 10**12), random.randint(10**9, 10**12)]
-    median_ms = [random.uniform(0.1, 5.0), random.uniform(0.1, 5.0)]
+    flops = [_integer(10**9, 10**12), _integer(10**9, 10**12)]
+    median_ms, value = [_uniform(0.1, 5.0), _uniform(0.1, 5.0)], _uniform(0.5, 4.0)
     row = {"target": "t", "direction": "<=", "bound": 2.2,
            "sides": [{"products": n - n // 3, "attention": n // 3} for n in flops]}
-    rated = arithmetic.with_rates(row, {"targets": {"t": {"value": median_ms[0] / median_ms[1],
+    rated = arithmetic.with_rates(row, {"targets": {"t": {"value": value,
                                                           "median_ms": median_ms}}})
+    # The numerator's time is scaled by the bound over the value.
     assert rated["needed"]["side"] == "numerator"
-    assert flops[0] / (rated["needed"]["tflops"] * 1e9) == pytest.approx(2.2 * median_ms[1])
+    needed_ms = flops[0] / (rated["needed"]["tflops"] * 1e9)
+    assert needed_ms == pytest.approx(median_ms[0] * 2.2 / value)
+    assert (rated["needed"]["tflops"] > rated["tflops"][0]) == (value > 2.2)
     assert rated["tflops"] == pytest.approx([n / ms / 1e9 for n, ms in zip(flops, median_ms,
                                                                           strict=True)])
     assert arithmetic.with_rates(row, {"targets": {}}) is row  # not in that run: no rates
