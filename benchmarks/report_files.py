@@ -18,10 +18,16 @@ def check_output(parser: argparse.ArgumentParser, output: Path) -> None:
 def write_report(parser: argparse.ArgumentParser, output: Path, stem: str, report: dict,
                  markdown: str) -> None:
     """Write ``report`` as ``output/<stem>.json`` and ``markdown`` as ``output/<stem>.md``, then
-    print the markdown; exit 2 naming ``--output`` where they cannot be written."""
+    print the markdown; exit 2 naming ``--output`` where they cannot be written, and writing
+    nothing where ``report`` holds a number that is not finite."""
+    try:
+        text = json.dumps(report, indent=1, allow_nan=False) + "\n"
+    except ValueError as err:
+        parser.error(f"--output {output}: nothing written, the report holds a number that is "
+                     f"not finite ({err})")
     try:
         output.mkdir(parents=True, exist_ok=True)
-        (output / f"{stem}.json").write_text(json.dumps(report, indent=1) + "\n")
+        (output / f"{stem}.json").write_text(text)
         (output / f"{stem}.md").write_text(markdown)
     except OSError as err:
         parser.error(f"--output {output}: cannot write there ({err})")
