@@ -122,9 +122,17 @@ def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
     json.dumps({"targets": [{"name": D128.name, "value": float("nan"),
                              "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]}),
 ])
-def test_a_measured_file_that_cannot_serve_is_refused_by_name(tmp_path, content):
+def test_a_measured_file_that_cannot_serve_is_refused(tmp_path, content):
     path = tmp_path / "bench.json"
     path.write_text(content)
+    with pytest.raises(ValueError):  # json's decoding error is one
+        arithmetic.read_measured(path)
+
+
+def test_the_run_refuses_a_measured_file_by_name(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"targets": [{"name": D128.name, "value": float("inf"),
+                                             "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]}))
     result = run_benchmark("arithmetic", "--output", str(tmp_path / "out"), "--match", "D=128",
                            "--measured", str(path))
     assert result.returncode == 2 and f"--measured {path}:" in result.stderr
