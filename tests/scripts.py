@@ -17,10 +17,15 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 def load_script(name: str, folder: Path = SCRIPTS) -> ModuleType:
     """``<folder>/<name>.py`` (``scripts/`` by default) executed as a fresh module named
-    ``name``."""
+    ``name``, with ``folder`` on the path while it runs, as ``python <folder>/<name>.py`` has
+    it (a script of ``benchmarks/`` imports its neighbour ``report_files``)."""
     spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
     return module
 
 

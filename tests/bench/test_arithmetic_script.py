@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import sys
 
 import pytest
 import torch
@@ -16,11 +15,7 @@ from filterformer.bench.targets import Case
 
 from ..scripts import BENCHMARKS, load_script, run_benchmark
 
-sys.path.insert(0, str(BENCHMARKS))  # the script imports its neighbour report_files
-try:
-    arithmetic = load_script("arithmetic", BENCHMARKS)
-finally:
-    sys.path.remove(str(BENCHMARKS))
+arithmetic = load_script("arithmetic", BENCHMARKS)
 D128 = next(t for t in GPU_TARGETS if "D=128" in t.name)
 
 

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pytest
 import torch
 
 from ..scripts import BENCHMARKS, load_script
 
-sys.path.insert(0, str(BENCHMARKS))
-try:
-    report_files = load_script("report_files", BENCHMARKS)
-finally:
-    sys.path.remove(str(BENCHMARKS))
+report_files = load_script("report_files", BENCHMARKS)
 
 
 def test_a_report_is_written_as_json_and_markdown(tmp_path, capsys):
