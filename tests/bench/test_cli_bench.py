@@ -2,6 +2,7 @@ import argparse
 import json
 
 import pytest
+import torch
 
 from filterformer.bench import GPU_TARGETS, TARGETS, run
 from filterformer.cli import bench, main
@@ -48,6 +49,9 @@ def test_quick_run_writes_json_with_the_machine_report_and_plot(tmp_path, capsys
     assert "filterformer bench --quick --methods sdpa gfsa --lengths 16 32" in report
     assert f"| {TARGETS[0].name} | train | " in report and data["machine"]["cpu"] in report
     assert (out / "bench.png").read_bytes()[:4] == b"\x89PNG"
+    assert data["complete"] is True and "Unfinished" not in report
+    assert not any(t["note"] == run.NOT_REACHED for t in data["targets"])
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary files
     assert not (out / "machine.json").exists() and not (out / "targets.json").exists()
     assert "| gfsa | kernel | sdpa |" in capsys.readouterr().out
 
@@ -113,3 +117,73 @@ def test_gpu_targets_need_cuda_unless_quick(tmp_path, capsys):
         assert "--gpu-targets measures GPU shapes" in capsys.readouterr().err
     assert main(["bench", "--gpu-targets", "--no-targets", "--quick"]) == 2
     assert "--gpu-targets and --no-targets exclude each other" in capsys.readouterr().err
+
+
+def test_a_run_stopped_part_way_keeps_what_it_measured_and_says_it_had_not_ended(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "TARGETS", (TARGETS[0], TARGETS[3]))
+    monkeypatch.setattr(run, "GPU_TARGETS", GPU_TARGETS[:1])
+    measure, calls = run.measure_cases, []
+
+    def stopped_at_the_second_target(*args, **kwargs):  # calls: the table's row, two targets
+        calls.append(args[0])
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as a time limit or Ctrl-C stops a run
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(run, "measure_cases", stopped_at_the_second_target)
+    out = tmp_path / "results"
+    with pytest.raises(KeyboardInterrupt):
+        _run(["--quick", "--methods", "sdpa", "--lengths", "16", "--modes", "inference",
+              "--output", str(out)])
+    data = json.loads((out / "bench.json").read_text())
+    assert data["complete"] is False
+    assert [(r["method"], r["N"], r["median_ms"] > 0) for r in data["records"]] == [
+        ("sdpa", 16, True)]
+    first, second, gpu = data["targets"]
+    assert first["name"] == TARGETS[0].name and first["value"] > 0
+    assert [side["median_ms"] > 0 for side in first["sides"]] == [True, True]
+    assert (second["name"], second["value"], second["note"]) == (TARGETS[3].name, None,
+                                                                 run.NOT_REACHED)
+    assert (gpu["name"], gpu["note"]) == (GPU_TARGETS[0].name, run.NOT_REACHED)
+    report = (out / "bench.md").read_text()
+    assert ("**Unfinished: 1 configurations and 1 of 3 targets written; the run had not ended "
+            "when this file was written.**") in report
+    assert f"| {TARGETS[3].name} | inference | — | >= 10 | {run.NOT_REACHED} |" in report
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary files
+
+
+def test_an_output_that_cannot_be_a_directory_exits_2_naming_it_before_measuring(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(run, "measure_cases", lambda *args, **kwargs: pytest.fail("measured"))
+    in_the_way = tmp_path / f"file-{torch.randint(1000, ()).item()}"
+    in_the_way.write_text("")
+    for output in (in_the_way, in_the_way / "results"):
+        assert main(["bench", "--quick", "--no-targets", "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert f"--output {output}" in err and "not a directory" in err
+    assert in_the_way.read_text() == ""
+
+
+def test_a_run_measures_in_this_process_starting_no_worker(tmp_path, monkeypatch):
+    """CUDA initialises in the process that measures (a forked worker could not use it): no
+    process is forked or started, on the CPU as on CUDA, which take the same path."""
+    import multiprocessing.process
+    import os
+
+    def refused(*args, **kwargs):
+        raise AssertionError("bench started a process")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refused)
+    monkeypatch.setattr(os, "fork", refused)
+    monkeypatch.setattr(run, "TARGETS", TARGETS[:1])
+    monkeypatch.setattr(run, "GPU_TARGETS", ())
+    measured_in, measure = [], run.measure_cases
+    monkeypatch.setattr(run, "measure_cases", lambda *a, **k: measured_in.append(os.getpid())
+                        or measure(*a, **k))
+    out = tmp_path / "results"
+    assert _run(["--quick", "--methods", "efficient", "--lengths", "16", "--modes", "train",
+                 "--output", str(out)]) == 0
+    assert measured_in == [os.getpid()] * 2  # the table's row and the target's pair
+    data = json.loads((out / "bench.json").read_text())
+    assert data["records"][0]["median_ms"] > 0 and data["targets"][0]["value"] > 0

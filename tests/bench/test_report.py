@@ -78,12 +78,40 @@ def test_bench_json_holds_machine_records_and_targets(tmp_path):
     rows = [r.to_row() for r in _results()]
     path = save_bench(tmp_path / "bench.json", machine, records, rows)
     data = json.loads(path.read_text())
-    assert set(data) == {"version", "machine", "records", "targets"}
+    assert set(data) == {"version", "complete", "machine", "records", "targets"}
+    assert data["complete"] is True
     assert data["machine"]["cpu"] == machine["cpu"] and len(data["machine"]["load_average"]) == 3
     assert data["version"] == BENCH_VERSION and data["machine"] == json.loads(json.dumps(machine))
     assert [BenchRecord(**row) for row in data["records"]] == records
     assert data["targets"] == json.loads(json.dumps(rows))
     assert data["targets"][0]["passed"] is (rows[0]["value"] <= 2.1)
+
+
+def test_bench_json_of_a_run_not_ended_says_so(tmp_path):
+    path = save_bench(tmp_path / "bench.json", MACHINE, _records(), [], complete=False)
+    assert json.loads(path.read_text())["complete"] is False
+
+
+def test_an_unfinished_report_says_so_at_its_top_and_a_finished_one_does_not():
+    why = f"{random.randint(1, 9)} configurations written"
+    text = markdown_report(_records(), _results(), MACHINE, "filterformer bench", unfinished=why)
+    assert text.splitlines()[2] == f"**Unfinished: {why}.**"
+    finished = markdown_report(_records(), _results(), MACHINE, "filterformer bench")
+    assert "Unfinished" not in finished
+
+
+def test_a_gpu_run_names_the_gpu_in_its_title_and_beside_every_table():
+    gpu = f"NVIDIA Test {random.randint(100, 999)}"
+    machine = {**MACHINE, "device": "cuda", "gpu": gpu}
+    text = markdown_report(_records(), _results(), machine, "filterformer bench")
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    titled = [line for line in headings if line.startswith("# ")]
+    assert titled == [f"# filterformer bench — {gpu}"]
+    tables = [line for line in headings if line.startswith("## ") and line not in (
+        "## What one step runs", "## Skipped", "## Failed")]
+    assert len(tables) == 5  # time and memory in two modes, and the targets
+    assert all(line.endswith(f" — {gpu}") for line in tables)
+    assert f"- Machine: {gpu} (cuda;" in text
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -42,10 +42,11 @@ class BenchRecord:
 
 
 def save_bench(path: str | Path, machine: dict[str, Any], records: list[BenchRecord],
-               targets: list[dict[str, Any]]) -> Path:
+               targets: list[dict[str, Any]], *, complete: bool = True) -> Path:
     """Write ``bench.json`` (``version`` :data:`BENCH_VERSION`): the ``machine``, the
-    ``records`` and the ``targets``' rows, a non-finite number written as null (not measured)."""
-    data = {"version": BENCH_VERSION, "machine": machine,
+    ``records`` and the ``targets``' rows, a non-finite number written as null (not measured),
+    and whether the run had ended (``complete``; false in the files a run writes as it goes)."""
+    data = {"version": BENCH_VERSION, "complete": complete, "machine": machine,
             "records": [dataclasses.asdict(r) for r in records], "targets": targets}
     Path(path).write_text(json.dumps(finite_json(data), indent=1) + "\n")
     return Path(path)

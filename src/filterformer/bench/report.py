@@ -92,12 +92,14 @@ def targets_table(results: list[TargetResult]) -> str:
 
 
 def markdown_report(records: list[BenchRecord], results: list[TargetResult],
-                    machine: dict[str, Any], command: str) -> str:
-    """The whole run as one markdown document."""
+                    machine: dict[str, Any], command: str, *, unfinished: str | None = None) -> str:
+    """The whole run as one markdown document; ``unfinished``: why it is not whole yet (said at
+    its top), None for a run that has ended."""
     m, on = machine, f" — {machine['gpu']}" if machine.get("gpu") else ""
     sides = [side for result in results for side in result.sides]
     failed = [r for r in records + sides if r.failed]
     lines = [f"# filterformer bench{on}", "",
+             *([f"**Unfinished: {unfinished}.**", ""] if unfinished else []),
              f"- Machine: {m.get('gpu') or m.get('cpu')} ({m.get('device')}; {m.get('cpu_count')}"
              f" CPU cores, torch threads {m.get('torch_threads')}), torch {m.get('torch')}, "
              f"x-transformers {m.get('x_transformers')}, {m.get('date')}, load average (1, 5, "

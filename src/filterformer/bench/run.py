@@ -4,10 +4,12 @@ then every target with its two cases side by side, then bench.json, bench.md and
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..atomic_files import atomic_write
+from ..checks import check_writable_directory
 from ..machine import load_average, machine_info, resolve_device
 from ..process_memory import keep_freed_memory
 from ..provenance import source_revision
@@ -19,13 +21,16 @@ from .step_cases import ALL_MODES, COMPILED, MODES, BenchShape
 from .target_list import GPU_TARGETS, TARGETS
 from .targets import Case, Target, TargetResult, judge
 
-__all__ = ["DEFAULT_LENGTHS", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS", "BenchSettings",
-           "NothingMeasured", "quick_target", "run_and_write", "run_table", "run_targets"]
+__all__ = ["DEFAULT_LENGTHS", "NOT_REACHED", "OUTPUT_FILES", "QUICK_LENGTHS", "TARGET_SETS",
+           "BenchSettings", "NothingMeasured", "quick_target", "run_and_write", "run_table",
+           "run_targets", "table_records", "target_results"]
 
 DEFAULT_LENGTHS, QUICK_LENGTHS = (256, 1024, 4096, 16384), (32, 64)
 OUTPUT_FILES = ("bench.json", "bench.md", "bench.png")
 TARGET_SETS = ("cpu", "gpu", "none")  # which targets a run measures
 Log = Callable[[str], None]
+#: The note of a target that a run's files were written before reaching.
+NOT_REACHED = "not reached: the run had not come to it when this file was written"
 
 
 class NothingMeasured(ValueError):
@@ -74,7 +79,12 @@ class BenchSettings:
 
 def run_table(settings: BenchSettings, log: Log = lambda line: None) -> list[BenchRecord]:
     """Every (method, mode, N) of ``settings``, measured or skipped with its reason."""
-    device, records = resolve_device(settings.device), []
+    return list(table_records(settings, log))
+
+
+def table_records(settings: BenchSettings, log: Log = lambda line: None) -> Iterator[BenchRecord]:
+    """:func:`run_table`'s records, each as soon as it is measured."""
+    device = resolve_device(settings.device)
     rounds = Rounds(settings.repeats, 20, settings.min_run_s, settings.limit_s)
     for name, mode in itertools.product(settings.methods, settings.modes):
         unmeasured = None
@@ -84,11 +94,10 @@ def run_table(settings: BenchSettings, log: Log = lambda line: None) -> list[Ben
                 unmeasured is None) else [make_record(case, settings.shape, device, skipped=(
                     f"not run: N={unmeasured} was not measured"))]
             unmeasured = unmeasured or (None if record.measured else N)
-            records.append(record)
             log(f"{name:<24} N={N:<6} {mode:<9} " + (
                 f"{record.median_ms:10.2f} ms  {record.peak_mb or 0:9.1f} MiB" if record.measured
                 else f"{'failed' if record.failed else 'skipped'}: {record.skipped}"))
-    return records
+            yield record
 
 
 def quick_target(target: Target) -> Target:
@@ -115,6 +124,13 @@ def _not_run(target: Target, settings: BenchSettings, device: str) -> str | None
 def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[TargetResult]:
     """Every target, its cases measured side by side where ``settings`` runs it (once for all
     the targets that read the same cases), else with a note saying why."""
+    return list(target_results(settings, log))
+
+
+def target_results(settings: BenchSettings,
+                   log: Log = lambda line: None) -> Iterator[TargetResult]:
+    """:func:`run_targets`' results (the CPU targets, then the GPU targets), each as soon as it
+    is judged."""
     device = resolve_device(settings.device)
     runs = {target: quick_target(target) if settings.quick else target
             for target in (*TARGETS, *GPU_TARGETS) if _not_run(target, settings, device) is None}
@@ -123,11 +139,11 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
         return (frozenset((run.numerator, run.denominator)), run.shape, run.precision,
                 run.time_factor)
 
-    measured, results = {}, []
+    measured = {}
     for target in (*TARGETS, *GPU_TARGETS):
         run = runs.get(target)
         if run is None:
-            results.append(TargetResult(target, None, note=_not_run(target, settings, device)))
+            yield TargetResult(target, None, note=_not_run(target, settings, device))
             continue
         if key(run) not in measured:
             factor = run.time_factor  # more rounds: both the budget and the most rounds grow
@@ -139,31 +155,57 @@ def run_targets(settings: BenchSettings, log: Log = lambda line: None) -> list[T
         result = replace(judge(run, measured[key(run)]), target=target)
         if settings.quick and result.value is not None:  # tiny sizes say nothing of the bound
             result.note = "tiny sizes (--quick): no verdict"
-        results.append(result)
         log(f"target: {target.name}: {result.value} {result.note or ''}")
-    return results
+        yield result
 
 
 def run_and_write(settings: BenchSettings, directory: Path, *, command: str = "",
                   log: Log = print) -> str:
     """Run ``settings``, write :data:`OUTPUT_FILES` to ``directory`` (the plot where the table
-    measured anything) and return bench.md; :class:`NothingMeasured` where nothing was."""
+    measured anything) and return bench.md; :class:`NothingMeasured` where nothing was.
+
+    bench.json and bench.md are rewritten whole (:func:`~filterformer.atomic_files.atomic_write`)
+    after each configuration and each target, so that a run stopped part-way (a time limit, an
+    interrupt, a lost machine) leaves what it measured: until the run ends they say it has not
+    (bench.json's ``complete`` is false, bench.md says so at its top, and each target not yet
+    reached is noted). ``directory`` is checked for writing before anything is measured.
+    """
     device = resolve_device(settings.device)
+    check_writable_directory("output directory", directory)
     directory.mkdir(parents=True, exist_ok=True)
     machine = {**machine_info(device), "source": source_revision()}  # the code measured
     if device == "cpu":
         machine["heap"] = keep_freed_memory()
     log(f"filterformer bench on {machine.get('gpu') or machine['cpu']}")
-    records, results = run_table(settings, log=log), run_targets(settings, log=log)
-    machine["load_average_end"] = load_average()  # how busy the machine was throughout
-    report = markdown_report(records, results, machine, command)
-    save_bench(directory / "bench.json", machine, records, [r.to_row() for r in results])
-    (directory / "bench.md").write_text(report)
+    records: list[BenchRecord] = []
+    results: list[TargetResult] = []
+
+    def write(complete: bool) -> str:
+        machine["load_average_end"] = load_average()  # how busy the machine was throughout
+        shown = results + [TargetResult(target, None, note=NOT_REACHED)
+                           for target in (*TARGETS, *GPU_TARGETS)[len(results):]]
+        unfinished = None if complete else (
+            f"{len(records)} configurations and {len(results)} of {len(shown)} targets "
+            "written; the run had not ended when this file was written")
+        report = markdown_report(records, shown, machine, command, unfinished=unfinished)
+        rows = [r.to_row() for r in shown]
+        atomic_write(directory / "bench.json",
+                     lambda tmp: save_bench(tmp, machine, records, rows, complete=complete))
+        atomic_write(directory / "bench.md", lambda tmp: tmp.write_text(report))
+        return report
+
+    for record in table_records(settings, log=log):
+        records.append(record)
+        write(complete=False)
     if any(r.measured for r in records):
         from .figures import plot_records  # matplotlib loads only here
 
         plot_records(records, directory / "bench.png", machine=machine)
-    elif all(r.value is None for r in results):
+    for result in target_results(settings, log=log):
+        results.append(result)
+        write(complete=False)
+    report = write(complete=True)
+    if not any(r.measured for r in records) and all(r.value is None for r in results):
         failed = [r for r in records if r.failed]
         first = failed and f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}"
         raise NothingMeasured(f"no configuration was measured ({len(failed)} of {len(records)} "

@@ -2,9 +2,10 @@
 
 Writes bench.json (the machine, one record per method, N and mode, and the targets), bench.md
 (tables, targets, what each step runs, what was skipped and why) and bench.png (log-log plots) to
---output. Each target's two cases are measured side by side in one process, their steps
-alternated in rounds. --gpu-targets measures the GPU targets alone. Exits 2 when nothing was
-measured.
+--output; bench.json and bench.md are rewritten after each configuration and target, so that a
+run stopped part-way keeps what it measured and says that it had not ended. Each target's two
+cases are measured side by side in one process, their steps alternated in rounds. --gpu-targets
+measures the GPU targets alone. Exits 2 when nothing was measured.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..bench import (
     run_and_write,
 )
 from ..bench.run import DEFAULT_LENGTHS, OUTPUT_FILES, QUICK_LENGTHS, NothingMeasured
+from ..checks import check_writable_directory
 from ..machine import DEVICES, resolve_device
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
@@ -95,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
         for name, method in BENCH_METHODS.items():
             print(f"{name:<20} {method.level:<7} {method.timed}")
         return 0
+    settings = settings_from_args(args)
+    check_writable_directory("--output", args.output)  # before anything is measured
     try:
-        report = run_and_write(settings_from_args(args), args.output, command=_command(args))
+        report = run_and_write(settings, args.output, command=_command(args))
     except NothingMeasured as err:  # the report is written and shown; main() exits 2
         print(f"\n{err.report}")
         raise
