@@ -125,8 +125,10 @@ def target_row(target: Target) -> dict:
 
 
 def read_measured(path: Path) -> dict:
-    """``path``'s GPU targets: {name: {"value", "median_ms": [numerator's, denominator's]}}
-    and its machine; ValueError naming what is missing or not finite."""
+    """``path``'s GPU targets: {name: {"value", "median_ms": [numerator's, denominator's]}},
+    its machine and whether its run had ended (``complete``: false in the files of a run that
+    was stopped, whose targets not reached are not measured; a file without the field was
+    written at its run's end); ValueError naming what is missing or not finite."""
     report = json.loads(path.read_text())
     if not isinstance(report, dict) or not isinstance(report.get("targets"), list):
         raise ValueError("not a bench.json: it has no list of 'targets'")
@@ -148,7 +150,8 @@ def read_measured(path: Path) -> dict:
     machine = report.get("machine") if isinstance(report.get("machine"), dict) else {}
     source = machine.get("source") if isinstance(machine.get("source"), dict) else {}
     return {"targets": measured, "gpu": machine.get("gpu"), "date": machine.get("date"),
-            "commit": source.get("commit"), "modified": bool(source.get("modified"))}
+            "commit": source.get("commit"), "modified": bool(source.get("modified")),
+            "complete": report.get("complete", True) is not False}
 
 
 def with_rates(row: dict, measured: dict) -> dict:
@@ -173,6 +176,10 @@ def with_rates(row: dict, measured: dict) -> dict:
             "needed": needed}
 
 
+#: What the table says of a measured file whose run had not ended.
+UNFINISHED = ", a run that had not ended: the targets it had not reached are not measured"
+
+
 def _markdown(report: dict) -> str:
     machine, measured = report["machine"], report["measured"]
     lines = [
@@ -188,7 +195,8 @@ def _markdown(report: dict) -> str:
     if measured:
         lines.append(f"- Measured: `{measured['path']}`, {measured['gpu']}, {measured['date']}, "
                      f"commit {measured['commit']}"
-                     f"{' (with uncommitted changes)' if measured['modified'] else ''}; rates "
+                     f"{' (with uncommitted changes)' if measured['modified'] else ''}"
+                     f"{'' if measured['complete'] else UNFINISHED}; rates "
                      "from its median times a step. The bound needs: the rate at which the side "
                      "it limits would meet it, the other side's time as measured.")
     lines += ["", "| target | bound | numerator GFLOP | denominator GFLOP | allowed | holds at "

@@ -108,7 +108,23 @@ def test_a_run_writes_each_target_with_its_measured_rates(tmp_path):
         at_batch = arithmetic.count(case, D128.shape)
         assert {kind: side[kind] for kind in at_batch} == at_batch
     table = (tmp_path / "out" / "arithmetic.md").read_text()
-    assert D128.name in table and "a GPU" in table
+    assert D128.name in table and "a GPU" in table and "had not ended" not in table
+
+
+@pytest.mark.parametrize("complete", [True, False, None])
+def test_a_measured_file_says_whether_its_run_had_ended(tmp_path, complete):
+    bench = {"targets": [{"name": D128.name, "value": _uniform(0.2, 3.0),
+                          "sides": [{"median_ms": _uniform(0.1, 2.0)} for _ in range(2)]}]}
+    if complete is not None:  # files written before the field existed were written at the end
+        bench["complete"] = complete
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench))
+    measured = arithmetic.read_measured(path)
+    assert measured["complete"] is (complete is not False) and D128.name in measured["targets"]
+    report = {"machine": {"cpu": "a CPU", "torch": "2", "date": "today"}, "command": "c",
+              "commit": None, "modified": False, "rows": [], "not_counted": [],
+              "measured": {"path": str(path), **measured}}
+    assert (arithmetic.UNFINISHED in arithmetic._markdown(report)) is (complete is False)
 
 
 @pytest.mark.parametrize("content", [
