@@ -7,20 +7,21 @@
 #
 # Runs the tree as it is (PYTHONPATH=src), with the interpreter in $PYTHON (default python3).
 # Writes OUTPUT_DIR/summary.md (the machine, each step's exit status and time, the CUDA tier's
-# result line, the GPU targets' table) and each step's log and files beside it. Exits 1 when a
-# step failed, 2 when there is no CUDA device.
+# result line, the GPU targets' report, what the run measured where a limit stopped it, and the
+# quick bench's report) and each step's log and files beside it. Exits 1 when a step failed, 2
+# (creating nothing) when there is no CUDA device.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-check}
 py=${PYTHON:-python3}
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-mkdir -p "$out"
 summary="$out/summary.md"
 
 if ! "$py" -c "import torch, sys; sys.exit(not torch.cuda.is_available())"; then
     echo "gpu_check.sh: no CUDA device (torch.cuda.is_available() is False)" >&2
     exit 2
 fi
+mkdir -p "$out"
 
 {
     echo "# GPU check"
@@ -77,8 +78,15 @@ done >> "$summary"
     grep -E "passed|failed|error" "$out/cuda-tier.log" | tail -n 3 | sed 's/^/    /'
     grep -E "^(FAILED|ERROR)" "$out/cuda-tier.log" | head -n 20 | sed 's/^/    /'
     echo
+    # bench.md is rewritten as the run goes: one stopped by its limit leaves what it measured
     echo "## GPU targets (filterformer bench --device cuda --gpu-targets)"
     echo
-    if [ -f "$out/bench-gpu/bench.md" ]; then cat "$out/bench-gpu/bench.md"; else tail -n 20 "$out/bench-gpu-targets.log"; fi
+    if [ -f "$out/bench-gpu/bench.md" ]; then sed 's/^#/###/' "$out/bench-gpu/bench.md"
+    else tail -n 20 "$out/bench-gpu-targets.log"; fi
+    echo
+    echo "## Quick bench (filterformer bench --device cuda --quick: tiny sizes, no verdicts)"
+    echo
+    if [ -f "$out/bench-quick/bench.md" ]; then sed 's/^#/###/' "$out/bench-quick/bench.md"
+    else tail -n 20 "$out/bench-quick.log"; fi
 } >> "$summary"
 exit "$failed"
