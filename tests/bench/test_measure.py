@@ -104,6 +104,32 @@ def test_the_first_step_reports_the_peak_extra_memory_of_a_known_allocation():
     assert ms > 0 and mib - 6 <= extra <= mib + 16
 
 
+def test_on_cuda_the_first_step_reports_the_peak_allocated_over_what_was_allocated_before(
+        monkeypatch):
+    mib = 2**20
+    held, extra, stale = (random.randint(1, 4096) * mib for _ in range(3))
+    memory = {"allocated": held, "peak": held + stale}  # a peak left by an earlier step
+    calls = []
+
+    def reset():
+        calls.append("reset")
+        memory["peak"] = memory["allocated"]
+
+    def forward():  # allocates ``extra`` for a while, and frees it
+        memory["peak"] = max(memory["peak"], memory["allocated"] + extra)
+        return []
+
+    for name in ("synchronize", "empty_cache"):
+        monkeypatch.setattr(torch.cuda, name, lambda name=name: calls.append(name))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: memory["allocated"])
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: memory["peak"])
+    monkeypatch.setattr(measure_module, "time_step", lambda step: step() or 1.5)
+    ms, extra_mib = measure_module._first_step(BenchCase(forward, mode="inference"), "cuda")
+    assert (ms, extra_mib) == (1.5, extra / mib)
+    assert calls == ["synchronize", "empty_cache", "reset"]
+
+
 def test_a_compiled_step_is_timed_beside_eager():
     cases = [Case("model-agf", 16, "compiled"), Case("model-agf", 16, "train")]
     pair = measure_cases(cases, QUICK, rounds=Rounds(least=2, most=2))

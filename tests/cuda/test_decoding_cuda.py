@@ -1,13 +1,16 @@
 """Decoding on CUDA in float32: the native causal LM's cache equals recomputing the prefix
-(step logits, greedy and sampled generation, left padding over the past), and a patched
-grouped-query Llama generates the same with Hugging Face's cache as without it (greedy and 4
-beams)."""
+(step logits, greedy and sampled generation, left padding over the past, across the cache's
+bucket boundaries), and a patched grouped-query Llama generates the same with Hugging Face's
+cache as without it (greedy and 4 beams, across the bucketed buffers' boundaries)."""
 
 import pytest
 import torch
 
+from filterformer.attention import decoding_cache
+
 from ..models.helpers import VOCAB
 from ..patching.helpers import hf_inputs
+from ..patching.test_hf_bucketed_decoding import BUCKET, grouped_query_llama, prompts
 from ..patching.test_hf_decoding import patched_lm
 from .batches import padding_mask, token_ids
 from .methods import CAUSAL_METHODS
@@ -59,6 +62,22 @@ def test_generation_with_cache_equals_recomputation(method, cuda_device):
     assert torch.equal(*sampled)
 
 
+@pytest.mark.parametrize("method", CAUSAL_METHODS)
+def test_generation_across_cache_buckets_equals_recomputation(method, cuda_device):
+    model = _causal_lm(method, cuda_device)
+    prompt = torch.randint(0, VOCAB, (3, int(torch.randint(5, 12, ()))), device=cuda_device)
+    new = 30  # crosses three or four boundaries of buckets of BUCKET positions
+    greedy = model.generate(prompt, new, cache_bucket=BUCKET)
+    assert torch.equal(greedy, model.generate(prompt, new, use_cache=False))
+    seed = int(torch.randint(0, 2**31, ()))
+    sampled = [
+        model.generate(prompt, new, do_sample=True, top_k=5, use_cache=use, cache_bucket=BUCKET,
+                       generator=torch.Generator(cuda_device).manual_seed(seed))
+        for use in (True, False)
+    ]
+    assert torch.equal(*sampled)
+
+
 #: Decoding settings shared by every Hugging Face generation below.
 GENERATE = dict(
     max_new_tokens=6, min_new_tokens=6, do_sample=False, output_scores=True,
@@ -66,9 +85,9 @@ GENERATE = dict(
 )
 
 
-def _assert_same_generation(cached, recomputed) -> None:
+def _assert_same_generation(cached, recomputed, steps=GENERATE["max_new_tokens"]) -> None:
     assert torch.equal(cached.sequences, recomputed.sequences)
-    assert len(cached.scores) == len(recomputed.scores) == GENERATE["max_new_tokens"]
+    assert len(cached.scores) == len(recomputed.scores) == steps
     for step, (a, b) in enumerate(zip(cached.scores, recomputed.scores, strict=True)):
         finite = a.isfinite()  # min_new_tokens and beam search set some scores to -inf
         assert torch.equal(finite, b.isfinite()), f"step {step}: -inf at other tokens"
@@ -126,3 +145,20 @@ def test_generation_never_asks_cudnn_for_attention(method, cuda_device, monkeypa
     with torch.autocast("cuda", torch.bfloat16):
         model.generate(prompt, NEW)
     assert cudnn_allowed and not any(cudnn_allowed)
+
+
+@pytest.mark.parametrize(
+    ("method", "options"),
+    [("gfsa", {"K": 3}), ("gfsa", {"K": 4, "exact_power": True}),
+     ("gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.4})],
+)
+@pytest.mark.parametrize("beams", [1, 4])
+def test_patched_llama_across_cache_buckets_equals_recomputation(
+        method, options, beams, cuda_device, monkeypatch):
+    monkeypatch.setattr(decoding_cache, "CACHE_BUCKET", BUCKET)  # 7 + 20 positions: 3 boundaries
+    model = grouped_query_llama(method, options).to(device=cuda_device, dtype=torch.float32)
+    inputs = {name: x.to(cuda_device) for name, x in prompts().items()}
+    settings = {**GENERATE, "max_new_tokens": 20, "min_new_tokens": 20, "num_beams": beams}
+    cached = model.generate(**inputs, use_cache=True, **settings)
+    recomputed = model.generate(**inputs, use_cache=False, **settings)
+    _assert_same_generation(cached, recomputed, steps=20)
