@@ -53,7 +53,10 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 }
 
 ff=("$py" -m filterformer.cli)
-step cuda-tier 190 "$py" -m pytest -m cuda tests/cuda -q -p no:cacheprovider --durations=5 &
+# The kernels' tests first (what no GPU has run yet), each test's result on its own line as it
+# ends, so that a tier stopped by its limit leaves what it ran
+tier_files=(tests/cuda/test_triton_cuda.py $(ls tests/cuda/test_*.py | grep -v '/test_triton_cuda.py$'))
+step cuda-tier 190 "$py" -m pytest -m cuda "${tier_files[@]}" -v -p no:cacheprovider --durations=5 &
 tier=$!
 step bench-quick 120 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick" &
 quick=$!
@@ -75,8 +78,14 @@ done >> "$summary"
     echo
     echo "## CUDA tier"
     echo
-    grep -E "passed|failed|error" "$out/cuda-tier.log" | tail -n 3 | sed 's/^/    /'
-    grep -E "^(FAILED|ERROR)" "$out/cuda-tier.log" | head -n 20 | sed 's/^/    /'
+    for outcome in PASSED FAILED ERROR SKIPPED; do
+        printf '%s %s, ' "$(grep -cE "^tests/cuda/.* $outcome( .*)? +\[ *[0-9]+%\]$" \
+            "$out/cuda-tier.log")" "$outcome"
+    done | sed 's/, $/ (test by test, as logged)\n/; s/^/    /'
+    grep -E "^=+ .* in [0-9.]+s( \([0-9:]+\))? =+$" "$out/cuda-tier.log" | tail -n 1 |
+        sed 's/^/    /'  # pytest's own count, absent where the limit stopped it
+    grep -E "^tests/cuda/.* (FAILED|ERROR) +\[ *[0-9]+%\]$" "$out/cuda-tier.log" | head -n 20 |
+        sed -E 's/ +\[ *[0-9]+%\]$//; s/^/    /'
     echo
     # bench.md is rewritten as the run goes: one stopped by its limit leaves what it measured
     echo "## GPU targets (filterformer bench --device cuda --gpu-targets)"
