@@ -133,6 +133,9 @@ def test_a_run_stopped_part_way_keeps_what_it_measured_and_says_it_had_not_ended
 
     monkeypatch.setattr(run, "measure_cases", stopped_at_the_second_target)
     out = tmp_path / "results"
+    out.mkdir()
+    (out / "bench.json").write_text(json.dumps({"complete": True}))  # an earlier run's files
+    (out / "bench.png").write_bytes(b"\x89PNG")
     with pytest.raises(KeyboardInterrupt):
         _run(["--quick", "--methods", "sdpa", "--lengths", "16", "--modes", "inference",
               "--output", str(out)])
@@ -145,10 +148,13 @@ def test_a_run_stopped_part_way_keeps_what_it_measured_and_says_it_had_not_ended
     assert [side["median_ms"] > 0 for side in first["sides"]] == [True, True]
     assert (second["name"], second["value"], second["note"]) == (TARGETS[3].name, None,
                                                                  run.NOT_REACHED)
-    assert (gpu["name"], gpu["note"]) == (GPU_TARGETS[0].name, run.NOT_REACHED)
+    # A target this run does not measure says why, as in a finished run's files.
+    assert (gpu["name"], gpu["note"]) == (GPU_TARGETS[0].name,
+                                          "not run (GPU targets: --gpu-targets)")
     report = (out / "bench.md").read_text()
-    assert ("**Unfinished: 1 configurations and 1 of 3 targets written; the run had not ended "
-            "when this file was written.**") in report
+    assert ("**Unfinished: it holds 1 of the table's 1 configurations and 1 of the 2 targets this "
+            "run measures; the run had not ended when it was written.**") in report
+    assert not (out / "bench.png").exists()  # the earlier run's plot is gone; none is drawn yet
     assert f"| {TARGETS[3].name} | inference | — | >= 10 | {run.NOT_REACHED} |" in report
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary files
 
@@ -167,7 +173,8 @@ def test_an_output_that_cannot_be_a_directory_exits_2_naming_it_before_measuring
 
 def test_a_run_measures_in_this_process_starting_no_worker(tmp_path, monkeypatch):
     """CUDA initialises in the process that measures (a forked worker could not use it): no
-    process is forked or started, on the CPU as on CUDA, which take the same path."""
+    process is forked and no multiprocessing worker started, on the CPU as on CUDA, which take
+    the same path."""
     import multiprocessing.process
     import os
 
@@ -187,3 +194,27 @@ def test_a_run_measures_in_this_process_starting_no_worker(tmp_path, monkeypatch
     assert measured_in == [os.getpid()] * 2  # the table's row and the target's pair
     data = json.loads((out / "bench.json").read_text())
     assert data["records"][0]["median_ms"] > 0 and data["targets"][0]["value"] > 0
+
+
+def test_files_written_before_the_first_measurement_replace_an_earlier_runs(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setattr(run, "TARGETS", TARGETS[:1])
+    monkeypatch.setattr(run, "GPU_TARGETS", ())
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in run.OUTPUT_FILES:
+        (out / name).write_text("an earlier run's")
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "measure_cases", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        _run(["--quick", "--methods", "sdpa", "gfsa", "--lengths", "16", "32", "--output",
+              str(out)])
+    data = json.loads((out / "bench.json").read_text())
+    assert data["complete"] is False and data["records"] == []
+    assert [t["note"] for t in data["targets"]] == [run.NOT_REACHED]
+    assert ("it holds 0 of the table's 8 configurations and 0 of the 1 targets this run "
+            "measures") in (out / "bench.md").read_text()
+    assert not (out / "bench.png").exists()

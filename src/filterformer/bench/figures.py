@@ -9,6 +9,7 @@ from typing import Any
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
+from ..atomic_files import atomic_write
 from .method_table import BENCH_METHODS
 from .records import BenchRecord
 from .step_cases import ALL_MODES
@@ -22,7 +23,7 @@ _QUANTITIES = (("median_ms", "time per step (ms)"), ("peak_mb", "extra memory pe
 def plot_records(records: list[BenchRecord], path: str | Path,
                  machine: dict[str, Any] | None = None) -> Path:
     """Rows time and memory, a column per mode; kernels solid, modules dashed, models dotted;
-    the title names ``machine``'s GPU, else its CPU."""
+    the title names ``machine``'s GPU, else its CPU. Written whole or not at all."""
     modes = [m for m in ALL_MODES if any(r.mode == m for r in records)]
     if not modes:
         raise ValueError("records must hold at least one configuration to plot")
@@ -52,5 +53,5 @@ def plot_records(records: list[BenchRecord], path: str | Path,
     if where:
         fig.suptitle(f"filterformer bench on {where}")
     fig.tight_layout(rect=(0, 0, 0.8, 0.97 if where else 1))
-    fig.savefig(path, dpi=120)
+    atomic_write(Path(path), lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
     return Path(path)

@@ -103,7 +103,8 @@ def markdown_report(records: list[BenchRecord], results: list[TargetResult],
              f"- Machine: {m.get('gpu') or m.get('cpu')} ({m.get('device')}; {m.get('cpu_count')}"
              f" CPU cores, torch threads {m.get('torch_threads')}), torch {m.get('torch')}, "
              f"x-transformers {m.get('x_transformers')}, {m.get('date')}, load average (1, 5, "
-             f"15 min) at start {m.get('load_average')}, at end {m.get('load_average_end')}.",
+             f"15 min) at start {m.get('load_average')}, at "
+             f"{'this write' if unfinished else 'end'} {m.get('load_average_end')}.",
              f"- Command: `{command}`{_revision(m.get('source') or {})}"]
     first = next((r for r in records if r.batch is not None), None)
     if first is not None:

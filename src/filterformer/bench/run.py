@@ -1,5 +1,6 @@
 """A whole run: the table (each method and mode shortest N first, up to a length not measured),
-then every target with its two cases side by side, then bench.json, bench.md and bench.png."""
+then every target with its two cases side by side; bench.json and bench.md rewritten as it goes
+and once it ends, then bench.png."""
 
 from __future__ import annotations
 
@@ -164,29 +165,38 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
     """Run ``settings``, write :data:`OUTPUT_FILES` to ``directory`` (the plot where the table
     measured anything) and return bench.md; :class:`NothingMeasured` where nothing was.
 
-    bench.json and bench.md are rewritten whole (:func:`~filterformer.atomic_files.atomic_write`)
-    after each configuration and each target, so that a run stopped part-way (a time limit, an
-    interrupt, a lost machine) leaves what it measured: until the run ends they say it has not
-    (bench.json's ``complete`` is false, bench.md says so at its top, and each target not yet
-    reached is noted). ``directory`` is checked for writing before anything is measured.
+    bench.json and bench.md are written (whole, :func:`~filterformer.atomic_files.atomic_write`)
+    before the first measurement and again after each configuration and each target, so that a
+    run stopped part-way (a time limit, an interrupt) leaves what it measured, never an earlier
+    run's files: until the run ends they say it has not (bench.json's ``complete`` is false,
+    bench.md says how much of the run they hold, and each target still to come is noted). The
+    plot is drawn at the end; an earlier run's is removed first. ``directory`` is checked for
+    writing before anything is measured.
     """
     device = resolve_device(settings.device)
     check_writable_directory("output directory", directory)
     directory.mkdir(parents=True, exist_ok=True)
+    (directory / "bench.png").unlink(missing_ok=True)  # an earlier run's
     machine = {**machine_info(device), "source": source_revision()}  # the code measured
     if device == "cpu":
         machine["heap"] = keep_freed_memory()
     log(f"filterformer bench on {machine.get('gpu') or machine['cpu']}")
+    every_target = (*TARGETS, *GPU_TARGETS)
+    why_not = {target: _not_run(target, settings, device) for target in every_target}
+    planned = sum(note is None for note in why_not.values())
+    table_size = len(settings.methods) * len(settings.modes) * len(set(settings.lengths))
     records: list[BenchRecord] = []
     results: list[TargetResult] = []
 
     def write(complete: bool) -> str:
-        machine["load_average_end"] = load_average()  # how busy the machine was throughout
-        shown = results + [TargetResult(target, None, note=NOT_REACHED)
-                           for target in (*TARGETS, *GPU_TARGETS)[len(results):]]
+        machine["load_average_end"] = load_average()  # the run's end, or this write's time
+        shown = results + [TargetResult(target, None, note=why_not[target] or NOT_REACHED)
+                           for target in every_target[len(results):]]
+        judged = sum(why_not[r.target] is None for r in results)
         unfinished = None if complete else (
-            f"{len(records)} configurations and {len(results)} of {len(shown)} targets "
-            "written; the run had not ended when this file was written")
+            f"it holds {len(records)} of the table's {table_size} configurations and {judged} "
+            f"of the {planned} targets this run measures; the run had not ended when it was "
+            "written")
         report = markdown_report(records, shown, machine, command, unfinished=unfinished)
         rows = [r.to_row() for r in shown]
         atomic_write(directory / "bench.json",
@@ -194,18 +204,19 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
         atomic_write(directory / "bench.md", lambda tmp: tmp.write_text(report))
         return report
 
+    write(complete=False)
     for record in table_records(settings, log=log):
         records.append(record)
         write(complete=False)
-    if any(r.measured for r in records):
-        from .figures import plot_records  # matplotlib loads only here
-
-        plot_records(records, directory / "bench.png", machine=machine)
     for result in target_results(settings, log=log):
         results.append(result)
         write(complete=False)
     report = write(complete=True)
-    if not any(r.measured for r in records) and all(r.value is None for r in results):
+    if any(r.measured for r in records):
+        from .figures import plot_records  # matplotlib loads only here
+
+        plot_records(records, directory / "bench.png", machine=machine)
+    elif all(r.value is None for r in results):
         failed = [r for r in records if r.failed]
         first = failed and f"; the first: {failed[0].method}, N={failed[0].N}: {failed[0].skipped}"
         raise NothingMeasured(f"no configuration was measured ({len(failed)} of {len(records)} "
