@@ -147,11 +147,14 @@ def read_measured(path: Path) -> dict:
             raise ValueError(f"target {row.get('name')!r}: a value or time that is not a "
                              f"finite positive number ({values})")
         measured[row["name"]] = {"value": row["value"], "median_ms": times}
+    complete = report.get("complete", True)
+    if not isinstance(complete, bool):
+        raise ValueError(f"'complete' must be true or false; got {complete!r}")
     machine = report.get("machine") if isinstance(report.get("machine"), dict) else {}
     source = machine.get("source") if isinstance(machine.get("source"), dict) else {}
     return {"targets": measured, "gpu": machine.get("gpu"), "date": machine.get("date"),
             "commit": source.get("commit"), "modified": bool(source.get("modified")),
-            "complete": report.get("complete", True) is not False}
+            "complete": complete}
 
 
 def with_rates(row: dict, measured: dict) -> dict:

@@ -132,6 +132,7 @@ def test_a_measured_file_says_whether_its_run_had_ended(tmp_path, complete):
     json.dumps({"targets": [{"value": 1.0}]}), json.dumps({"targets": [{"name": "t", "sides": 1}]}),
     json.dumps({"targets": [{"name": D128.name, "value": float("nan"),
                              "sides": [{"median_ms": 1.0}, {"median_ms": 2.0}]}]}),
+    *(json.dumps({"complete": value, "targets": []}) for value in (0, "false", None)),
 ])
 def test_a_measured_file_that_cannot_serve_is_refused(tmp_path, content):
     path = tmp_path / "bench.json"
