@@ -55,7 +55,10 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
 ff=("$py" -m filterformer.cli)
 # The kernels' tests first (what no GPU has run yet), each test's result on its own line as it
 # ends, so that a tier stopped by its limit leaves what it ran
-tier_files=(tests/cuda/test_triton_cuda.py $(ls tests/cuda/test_*.py | grep -v '/test_triton_cuda.py$'))
+tier_files=(tests/cuda/test_triton_cuda.py)
+for file in tests/cuda/test_*.py; do
+    [ "$file" = tests/cuda/test_triton_cuda.py ] || tier_files+=("$file")
+done
 step cuda-tier 190 "$py" -m pytest -m cuda "${tier_files[@]}" -v -p no:cacheprovider --durations=5 &
 tier=$!
 step bench-quick 120 "${ff[@]}" bench --device cuda --quick --output "$out/bench-quick" &
@@ -86,6 +89,8 @@ done >> "$summary"
         sed 's/^/    /'  # pytest's own count, absent where the limit stopped it
     grep -E "^tests/cuda/.* (FAILED|ERROR) +\[ *[0-9]+%\]$" "$out/cuda-tier.log" | head -n 20 |
         sed -E 's/ +\[ *[0-9]+%\]$//; s/^/    /'
+    tail -n 1 "$out/cuda-tier.log" | grep -E "^tests/cuda/[^ ]+ *$" |
+        sed -E 's/ *$//; s/^/    stopped by the limit during /'  # a test begun, never ended
     echo
     # bench.md is rewritten as the run goes: one stopped by its limit leaves what it measured
     echo "## GPU targets (filterformer bench --device cuda --gpu-targets)"

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.sh"
 
@@ -29,6 +30,7 @@ case "$*" in
         echo "tests/cuda/test_models_cuda.py::test_model SKIPPED (no reason) [ 60%]"
         if [ "$TIER" = ended ]; then echo "=== 1 failed, TIER_PASSED passed, 1 skipped in 9.50s ==="
             exit 1; fi
+        printf 'tests/cuda/test_patching_cuda.py::test_slow[bert] '  # running when stopped
         exit 124 ;;  # stopped by its limit: no count of pytest's
     *" bench --device cuda --quick --output "*)
         mkdir -p "$last"
@@ -53,6 +55,7 @@ def _run(out: Path, python: str, tier: str = "ended") -> subprocess.CompletedPro
                           timeout=120, env={**os.environ, "PYTHON": python, "TIER": tier})
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: the check would run")
 def test_without_cuda_it_exits_2_saying_so_and_creates_nothing(tmp_path):
     out = tmp_path / "gpu-check"
     done = _run(out, sys.executable)  # this machine's torch: no CUDA device
@@ -82,6 +85,8 @@ def test_its_summary_holds_the_machine_each_step_and_both_reports(tmp_path, tier
         summary)
     assert ("1 failed" in summary) is (tier == "ended")  # pytest's own count, where it ended
     assert "    tests/cuda/test_triton_cuda.py::test_kernel[x-1] FAILED\n" in summary
+    stopped = "    stopped by the limit during tests/cuda/test_patching_cuda.py::test_slow[bert]\n"
+    assert (stopped in summary) is (tier == "stopped")
     targets = summary.split("## GPU targets")[1].split("## Quick bench")[0]
     assert f"\n### filterformer bench — {gpu}" in targets and "**Unfinished: 3 of 19" in targets
     assert f"\n#### Targets — {gpu}" in targets and "| gpu row |" in targets

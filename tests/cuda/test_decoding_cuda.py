@@ -66,7 +66,7 @@ def test_generation_with_cache_equals_recomputation(method, cuda_device):
 def test_generation_across_cache_buckets_equals_recomputation(method, cuda_device):
     model = _causal_lm(method, cuda_device)
     prompt = torch.randint(0, VOCAB, (3, int(torch.randint(5, 12, ()))), device=cuda_device)
-    new = 30  # crosses three or four boundaries of buckets of BUCKET positions
+    new = 20  # 25 to 31 positions: buffers in buckets of BUCKET positions grow two or three times
     greedy = model.generate(prompt, new, cache_bucket=BUCKET)
     assert torch.equal(greedy, model.generate(prompt, new, use_cache=False))
     seed = int(torch.randint(0, 2**31, ()))
