@@ -218,3 +218,21 @@ def test_files_written_before_the_first_measurement_replace_an_earlier_runs(tmp_
     assert ("it holds 0 of the table's 8 configurations and 0 of the 1 targets this run "
             "measures") in (out / "bench.md").read_text()
     assert not (out / "bench.png").exists()
+
+
+def test_a_run_of_targets_alone_stopped_counts_only_its_targets(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "TARGETS", TARGETS[:1])
+    monkeypatch.setattr(run, "GPU_TARGETS", GPU_TARGETS[:2])
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run, "measure_cases", stopped)
+    out = tmp_path / "results"
+    with pytest.raises(KeyboardInterrupt):
+        _run(["--quick", "--gpu-targets", "--output", str(out)])
+    report = (out / "bench.md").read_text()
+    assert ("**Unfinished: it holds 0 of the 2 targets this run measures; the run had not ended "
+            "when it was written.**") in report
+    notes = [t["note"] for t in json.loads((out / "bench.json").read_text())["targets"]]
+    assert notes == ["not run (CPU targets)", run.NOT_REACHED, run.NOT_REACHED]

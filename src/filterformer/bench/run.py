@@ -193,10 +193,11 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
         shown = results + [TargetResult(target, None, note=why_not[target] or NOT_REACHED)
                            for target in every_target[len(results):]]
         judged = sum(why_not[r.target] is None for r in results)
+        table = f"{len(records)} of the table's {table_size} configurations and " * bool(
+            table_size)
         unfinished = None if complete else (
-            f"it holds {len(records)} of the table's {table_size} configurations and {judged} "
-            f"of the {planned} targets this run measures; the run had not ended when it was "
-            "written")
+            f"it holds {table}{judged} of the {planned} targets this run measures; the run had "
+            "not ended when it was written")
         report = markdown_report(records, shown, machine, command, unfinished=unfinished)
         rows = [r.to_row() for r in shown]
         atomic_write(directory / "bench.json",
