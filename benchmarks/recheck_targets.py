@@ -58,7 +58,7 @@ def main() -> int:
     bench_run.TARGETS, bench_run.GPU_TARGETS = chosen, ()
     settings = replace(BenchSettings(), methods=(), target_s=args.target_s)
     command = shlex.join(["python", "benchmarks/recheck_targets.py", *sys.argv[1:]])
-    run_and_write(settings, args.output, command=command)
+    run_and_write(settings, args.output, command=command, directory_name="--output")
     return 0
 
 

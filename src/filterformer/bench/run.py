@@ -161,7 +161,7 @@ def target_results(settings: BenchSettings,
 
 
 def run_and_write(settings: BenchSettings, directory: Path, *, command: str = "",
-                  log: Log = print) -> str:
+                  log: Log = print, directory_name: str = "output directory") -> str:
     """Run ``settings``, write :data:`OUTPUT_FILES` to ``directory`` (the plot where the table
     measured anything) and return bench.md; :class:`NothingMeasured` where nothing was.
 
@@ -171,10 +171,11 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
     run's files: until the run ends they say it has not (bench.json's ``complete`` is false,
     bench.md says how much of the run they hold, and each target still to come is noted). The
     plot is drawn at the end; an earlier run's is removed first. ``directory`` is checked for
-    writing before anything is measured.
+    writing before anything is measured (ValueError naming it ``directory_name``, the option
+    that gave it).
     """
     device = resolve_device(settings.device)
-    check_writable_directory("output directory", directory)
+    check_writable_directory(directory_name, directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "bench.png").unlink(missing_ok=True)  # an earlier run's
     machine = {**machine_info(device), "source": source_revision()}  # the code measured
@@ -193,8 +194,8 @@ def run_and_write(settings: BenchSettings, directory: Path, *, command: str = ""
         shown = results + [TargetResult(target, None, note=why_not[target] or NOT_REACHED)
                            for target in every_target[len(results):]]
         judged = sum(why_not[r.target] is None for r in results)
-        table = f"{len(records)} of the table's {table_size} configurations and " * bool(
-            table_size)
+        table = (f"{len(records)} of the table's {table_size} configurations and "
+                 if table_size else "")
         unfinished = None if complete else (
             f"it holds {table}{judged} of the {planned} targets this run measures; the run had "
             "not ended when it was written")

@@ -24,7 +24,6 @@ from ..bench import (
     run_and_write,
 )
 from ..bench.run import DEFAULT_LENGTHS, OUTPUT_FILES, QUICK_LENGTHS, NothingMeasured
-from ..checks import check_writable_directory
 from ..machine import DEVICES, resolve_device
 
 __all__ = ["add_arguments", "run", "settings_from_args"]
@@ -97,10 +96,9 @@ def run(args: argparse.Namespace) -> int:
         for name, method in BENCH_METHODS.items():
             print(f"{name:<20} {method.level:<7} {method.timed}")
         return 0
-    settings = settings_from_args(args)
-    check_writable_directory("--output", args.output)  # before anything is measured
     try:
-        report = run_and_write(settings, args.output, command=_command(args))
+        report = run_and_write(settings_from_args(args), args.output, command=_command(args),
+                               directory_name="--output")
     except NothingMeasured as err:  # the report is written and shown; main() exits 2
         print(f"\n{err.report}")
         raise
