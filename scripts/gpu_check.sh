@@ -52,6 +52,15 @@ step() {  # step NAME LIMIT_S COMMAND...: run COMMAND with a time limit, its out
     return "$rc"
 }
 
+bench_report() {  # bench_report TITLE DIR STEP: a bench run's report, its headings nested
+    # under TITLE, or the end of its step's log where it wrote none
+    echo
+    echo "## $1"
+    echo
+    if [ -f "$out/$2/bench.md" ]; then sed 's/^#/###/' "$out/$2/bench.md"
+    else tail -n 20 "$out/$3.log"; fi
+}
+
 ff=("$py" -m filterformer.cli)
 # The kernels' tests first (what no GPU has run yet), each test's result on its own line as it
 # ends, so that a tier stopped by its limit leaves what it ran
@@ -81,26 +90,21 @@ done >> "$summary"
     echo
     echo "## CUDA tier"
     echo
+    progress=' +\[ *[0-9]+%\]$'  # how pytest -v ends a test's line: " [ 42%]"
     for outcome in PASSED FAILED ERROR SKIPPED; do
-        printf '%s %s, ' "$(grep -cE "^tests/cuda/.* $outcome( .*)? +\[ *[0-9]+%\]$" \
+        printf '%s %s, ' "$(grep -cE "^tests/cuda/.* $outcome( .*)?$progress" \
             "$out/cuda-tier.log")" "$outcome"
     done | sed 's/, $/ (test by test, as logged)\n/; s/^/    /'
     grep -E "^=+ .* in [0-9.]+s( \([0-9:]+\))? =+$" "$out/cuda-tier.log" | tail -n 1 |
         sed 's/^/    /'  # pytest's own count, absent where the limit stopped it
-    grep -E "^tests/cuda/.* (FAILED|ERROR) +\[ *[0-9]+%\]$" "$out/cuda-tier.log" | head -n 20 |
-        sed -E 's/ +\[ *[0-9]+%\]$//; s/^/    /'
+    grep -E "^tests/cuda/.* (FAILED|ERROR)$progress" "$out/cuda-tier.log" | head -n 20 |
+        sed -E "s/$progress//; s/^/    /"
     tail -n 1 "$out/cuda-tier.log" | grep -E "^tests/cuda/[^ ]+ *$" |
         sed -E 's/ *$//; s/^/    stopped by the limit during /'  # a test begun, never ended
-    echo
     # bench.md is rewritten as the run goes: one stopped by its limit leaves what it measured
-    echo "## GPU targets (filterformer bench --device cuda --gpu-targets)"
-    echo
-    if [ -f "$out/bench-gpu/bench.md" ]; then sed 's/^#/###/' "$out/bench-gpu/bench.md"
-    else tail -n 20 "$out/bench-gpu-targets.log"; fi
-    echo
-    echo "## Quick bench (filterformer bench --device cuda --quick: tiny sizes, no verdicts)"
-    echo
-    if [ -f "$out/bench-quick/bench.md" ]; then sed 's/^#/###/' "$out/bench-quick/bench.md"
-    else tail -n 20 "$out/bench-quick.log"; fi
+    bench_report "GPU targets (filterformer bench --device cuda --gpu-targets)" bench-gpu \
+        bench-gpu-targets
+    bench_report "Quick bench (filterformer bench --device cuda --quick: tiny sizes, no verdicts)" \
+        bench-quick bench-quick
 } >> "$summary"
 exit "$failed"
