@@ -15,6 +15,11 @@ def _run(argv):
     return bench.run(parser.parse_args(argv))
 
 
+def _stopped(*args, **kwargs):
+    """A measurement stopped as a time limit or Ctrl-C stops a run."""
+    raise KeyboardInterrupt
+
+
 def _args(*argv):
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
@@ -205,10 +210,7 @@ def test_files_written_before_the_first_measurement_replace_an_earlier_runs(tmp_
     for name in run.OUTPUT_FILES:
         (out / name).write_text("an earlier run's")
 
-    def stopped(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(run, "measure_cases", stopped)
+    monkeypatch.setattr(run, "measure_cases", _stopped)
     with pytest.raises(KeyboardInterrupt):
         _run(["--quick", "--methods", "sdpa", "gfsa", "--lengths", "16", "32", "--output",
               str(out)])
@@ -224,10 +226,7 @@ def test_a_run_of_targets_alone_stopped_counts_only_its_targets(tmp_path, monkey
     monkeypatch.setattr(run, "TARGETS", TARGETS[:1])
     monkeypatch.setattr(run, "GPU_TARGETS", GPU_TARGETS[:2])
 
-    def stopped(*args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(run, "measure_cases", stopped)
+    monkeypatch.setattr(run, "measure_cases", _stopped)
     out = tmp_path / "results"
     with pytest.raises(KeyboardInterrupt):
         _run(["--quick", "--gpu-targets", "--output", str(out)])
