@@ -11,6 +11,7 @@ from filterformer.attention import decoding_cache
 from ..models.helpers import VOCAB
 from ..patching.helpers import hf_inputs
 from ..patching.test_hf_bucketed_decoding import BUCKET, grouped_query_llama, prompts
+from ..patching.test_hf_bucketed_decoding import CASES as BUCKETED_CASES
 from ..patching.test_hf_decoding import patched_lm
 from .batches import padding_mask, token_ids
 from .methods import CAUSAL_METHODS
@@ -147,11 +148,7 @@ def test_generation_never_asks_cudnn_for_attention(method, cuda_device, monkeypa
     assert cudnn_allowed and not any(cudnn_allowed)
 
 
-@pytest.mark.parametrize(
-    ("method", "options"),
-    [("gfsa", {"K": 3}), ("gfsa", {"K": 4, "exact_power": True}),
-     ("gfsa+neutreno", {"K": 3, "neutreno_lambda": 0.4})],
-)
+@pytest.mark.parametrize(("method", "options"), BUCKETED_CASES)
 @pytest.mark.parametrize("beams", [1, 4])
 def test_patched_llama_across_cache_buckets_equals_recomputation(
         method, options, beams, cuda_device, monkeypatch):
